@@ -1,0 +1,449 @@
+"""Tie-aware top-N metrics over the full catalogue (DESIGN "Ranks and ties", "Top-N metrics").
+
+For user u and a non-excluded item i, ``rank(i)`` is the number of non-excluded items i' != i with
+a strictly greater score (0-based, Lim et al. RecSys'15) and ``ties(i)`` the number of other
+non-excluded items with exactly the same score. Excluded items (e.g. training items) are neither
+ranked nor counted, and an excluded item is never relevant. Every metric is the expected value of
+its plain form when tied items are put in a uniformly random order (McSherry & Najork, ECIR'08),
+so a relevant item's 0-based position p is uniform on {rank, ..., rank + ties}. With tie-free
+scores each metric is exactly its plain form:
+
+    DCG@K     = sum_{i in rel, p(i) < K} 1 / log2(p(i) + 2)                     (K=None: all)
+    nDCG@K    = DCG@K / IDCG@K,  IDCG@K = sum_{j < min(K, |rel|)} 1 / log2(j + 2)
+    ADG       = DCG / |rel|                                                      (Lim Def. 1)
+    AP        = (1/|rel|) sum_{i in rel} hits(<= p(i)) / (p(i) + 1)
+    Recall@K  = |{i in rel: p(i) < K}| / |rel|,   Precision@K = same count / K
+    ATOP      = mean_{i in rel} (N - p(i)) / N,  N = number of non-excluded items   (Steck)
+    AUC       = mean_{i in rel} (#irrelevant below i + #irrelevant tied with i / 2) / #irrelevant
+
+A user with no relevant item gets NaN (AUC is also NaN when every non-excluded item is relevant);
+`mean` skips NaN. A user whose every item is excluded is an error. Scores are compared in float32
+(JAX's default precision): float64 scores that differ only beyond float32 precision are tied.
+
+How it is computed. Every metric is a function of each relevant item's (rank, ties) and of the
+relevant items' order among themselves, so one pass finds those and nothing else: per block of
+users, each row is sorted once (numpy's vectorised sort, blocks on all cores) and every relevant
+item's rank and ties come from two binary searches in its row. The per-item formulas then run in
+float64 on O(#relevant) numbers. Memory stays at a few user blocks: scores may also come from a
+function that scores one block of users at a time, so a model never materialises U x I.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "ranks", "dcg", "ndcg", "adg", "average_precision", "recall_at", "precision_at", "atop", "auc",
+    "evaluate", "mean", "mean_and_se", "idcg", "ndcg_bias_factor", "METRICS",
+]
+
+#: metric names understood by `evaluate` ("name" or "name@K")
+METRICS = ("dcg", "ndcg", "adg", "ap", "recall", "precision", "atop", "auc")
+_NEEDS_K = {"recall", "precision"}
+_NO_K = {"adg", "ap", "atop", "auc"}
+_DEFAULT_BLOCK_ELEMENTS = 1 << 22  # user-block size: about 4M scores (16 MB f32) per block
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """Flat over every (user, relevant item) pair, in user order, plus per-user totals."""
+    user: np.ndarray       # i64[M]  the pair's user
+    above: np.ndarray      # i64[M]  rank(i): non-excluded items strictly above
+    tied: np.ndarray       # i64[M]  ties(i): other non-excluded items with the same score
+    rel_above: np.ndarray  # i64[M]  relevant items strictly above
+    rel_tied: np.ndarray   # i64[M]  other relevant items tied with i
+    n_items: np.ndarray    # i64[U]  non-excluded items N
+    n_rel: np.ndarray      # i64[U]  |rel|
+
+    def per_user(self, values: np.ndarray) -> np.ndarray:
+        """Sum of a per-pair quantity over each user's relevant items.  f64[U]."""
+        return np.bincount(self.user, weights=values, minlength=len(self.n_rel))
+
+
+def _is_sparse(x) -> bool:
+    return sp.issparse(x)
+
+
+def _shape(x, name: str) -> tuple[int, int]:
+    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D [users, items] array, got shape {shape}")
+    return shape
+
+
+def _as_bool_csr(x, name: str, shape) -> sp.csr_matrix:
+    """A validated boolean CSR copy of a dense (numpy/JAX) or sparse 0/1 matrix."""
+    if _is_sparse(x):
+        m = sp.csr_matrix(x, copy=True)
+        m.sum_duplicates()
+        values = m.data
+    else:
+        values = np.asarray(x)
+        m = None
+    if values.dtype != bool and not np.all((values == 0) | (values == 1)):
+        raise ValueError(f"{name} must be boolean (or 0/1), got values outside {{0, 1}}")
+    m = sp.csr_matrix(values.astype(bool)) if m is None else m.astype(bool)
+    m.eliminate_zeros()
+    if m.shape != shape:
+        raise ValueError(f"{name} has shape {m.shape} but scores have shape {shape}; "
+                         f"pass one row per user and one column per item")
+    m.sort_indices()
+    return m
+
+
+def _score_source(scores, relevant):
+    """(n_users, n_items, block function users -> scores) for an array or a score function."""
+    if callable(scores):
+        n_users, n_items = _shape(relevant, "relevant")
+        return n_users, n_items, scores
+    if _is_sparse(scores):
+        raise ValueError("scores must be a dense [users, items] array (numpy or JAX), "
+                         "not a sparse matrix")
+    n_users, n_items = _shape(scores, "scores")
+    if not np.issubdtype(np.dtype(scores.dtype), np.number) or np.dtype(scores.dtype) == bool:
+        raise ValueError(f"scores must be numeric, got dtype {scores.dtype}")
+    return n_users, n_items, lambda users: scores[users[0]:users[-1] + 1]
+
+
+def _block_scores(score_block, users: np.ndarray, n_items: int):
+    """f32[B, I] scores of a contiguous block of users and their row-wise sort (validated)."""
+    block = np.asarray(score_block(users), dtype=np.float32)
+    if block.shape != (len(users), n_items):
+        raise ValueError(f"scores for users {users[0]}..{users[-1]} have shape {block.shape}; "
+                         f"expected ({len(users)}, {n_items})")
+    ordered = np.sort(block, axis=1)                   # NaN and +inf sort last, -inf first
+    finite = np.isfinite(ordered[:, 0]) & np.isfinite(ordered[:, -1])
+    if not finite.all():
+        bad = int(users[np.flatnonzero(~finite)[0]])
+        raise ValueError(f"scores contain NaN or infinite values (first at user {bad}); "
+                         "replace them with finite numbers (e.g. a large negative score)")
+    return block, ordered
+
+
+def _row_keys(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """u64 keys ordering pairs by (row, float32 value): row in the high word, value bits below."""
+    bits = (values.astype(np.float32) + np.float32(0.0)).view(np.uint32)   # -0.0 -> +0.0
+    order_bits = np.where(bits >> 31, ~bits, bits | np.uint32(0x80000000))
+    return (rows.astype(np.uint64) << np.uint64(32)) | order_bits.astype(np.uint64)
+
+
+def _count_in_rows(q_rows, q_values, ref_rows, ref_values) -> tuple[np.ndarray, np.ndarray]:
+    """For each query, the number of references in its row with value < and <= its value."""
+    ref = np.sort(_row_keys(ref_rows, ref_values))
+    q = _row_keys(q_rows, q_values)
+    start = np.searchsorted(ref, q_rows.astype(np.uint64) << np.uint64(32), side="left")
+    return (np.searchsorted(ref, q, side="left") - start,
+            np.searchsorted(ref, q, side="right") - start)
+
+
+def _block_counts(score_block, users, n_items, relevant: sp.csr_matrix, exclude: sp.csr_matrix | None):
+    """Counts for one contiguous block of users (see `_Counts`); ``relevant`` excludes ``exclude``."""
+    block, ordered = _block_scores(score_block, users, n_items)
+    rel = relevant[users[0]:users[-1] + 1]
+    pair_row = np.repeat(np.arange(len(users)), np.diff(rel.indptr))
+    rel_scores = block[pair_row, rel.indices]
+    left = np.empty(len(rel_scores), np.int64)
+    right = np.empty(len(rel_scores), np.int64)
+    for r in range(len(users)):                        # two binary searches per user
+        seg = slice(rel.indptr[r], rel.indptr[r + 1])
+        left[seg] = np.searchsorted(ordered[r], rel_scores[seg], side="left")
+        right[seg] = np.searchsorted(ordered[r], rel_scores[seg], side="right")
+    above, tied = n_items - right, right - left - 1    # among all items
+    n_excluded = np.zeros(len(users), np.int64)
+    if exclude is not None:                            # remove excluded items from both counts
+        ex = exclude[users[0]:users[-1] + 1]
+        n_excluded = np.diff(ex.indptr).astype(np.int64)
+        ex_row = np.repeat(np.arange(len(users)), n_excluded)
+        less, less_equal = _count_in_rows(pair_row, rel_scores, ex_row, block[ex_row, ex.indices])
+        above -= n_excluded[pair_row] - less_equal
+        tied -= less_equal - less
+    n_items_u = n_items - n_excluded
+    if np.any(n_items_u == 0):
+        bad = int(users[np.flatnonzero(n_items_u == 0)[0]])
+        raise ValueError(f"every item is excluded for user {bad}; a user needs at least one "
+                         "non-excluded item to be ranked (drop the user or exclude fewer items)")
+    n_rel = np.diff(rel.indptr).astype(np.int64)
+    less, less_equal = _count_in_rows(pair_row, rel_scores, pair_row, rel_scores)
+    return (users[pair_row], above, tied, n_rel[pair_row] - less_equal, less_equal - less - 1,
+            n_items_u, n_rel)
+
+
+def _counts(scores, relevant, exclude=None, block_size: int | None = None) -> _Counts:
+    """The one pass every metric uses: (rank, ties) of each relevant item, blocks on all cores."""
+    n_users, n_items, score_block = _score_source(scores, relevant)
+    shape = (n_users, n_items)
+    if n_users == 0 or n_items == 0:
+        raise ValueError(f"scores must have at least one user and one item, got shape {shape}")
+    rel = _as_bool_csr(relevant, "relevant", shape)
+    if exclude is not None:
+        exclude = _as_bool_csr(exclude, "exclude", shape)
+        rel = (rel > exclude).tocsr()                  # an excluded item is never relevant
+        rel.sort_indices()
+    if block_size is None:
+        block_size = max(1, min(n_users, _DEFAULT_BLOCK_ELEMENTS // n_items))
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    blocks = [np.arange(a, min(a + block_size, n_users)) for a in range(0, n_users, block_size)]
+    work = functools.partial(_block_counts, score_block, n_items=n_items, relevant=rel,
+                             exclude=exclude)
+    if len(blocks) == 1:
+        parts = [work(blocks[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(blocks), os.cpu_count() or 1)) as pool:
+            parts = list(pool.map(work, blocks))
+    fields = [np.concatenate(f) for f in zip(*parts)]
+    return _Counts(*fields)
+
+
+@functools.lru_cache(maxsize=8)
+def _discount_prefix(n: int) -> np.ndarray:
+    """D(x) = sum_{p < x} 1 / log2(p + 2) for x = 0..n, float64[n + 1]."""
+    return np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(n, dtype=np.float64) + 2.0))])
+
+
+@functools.lru_cache(maxsize=8)
+def _harmonic(n: int) -> np.ndarray:
+    """H(x) = sum_{j=1}^{x} 1/j for x = 0..n, float64[n + 1]."""
+    return np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n + 1, dtype=np.float64))])
+
+
+def _dcg_from(c: _Counts, k) -> np.ndarray:
+    """Expected DCG@k: each relevant item's discount averaged over its tie positions."""
+    prefix = _discount_prefix(int(c.n_items.max()) + 1)
+    cut = len(prefix) - 1 if k is None else int(k)
+    hi = np.minimum(c.above + c.tied + 1, cut)
+    lo = np.minimum(c.above, cut)
+    return c.per_user((prefix[hi] - prefix[lo]) / (c.tied + 1))
+
+
+def _hits_from(c: _Counts, k) -> np.ndarray:
+    """Expected number of relevant items in the top k."""
+    return c.per_user(np.clip(int(k) - c.above, 0, c.tied + 1) / (c.tied + 1))
+
+
+def _idcg_from(c: _Counts, k) -> np.ndarray:
+    n = c.n_rel if k is None else np.minimum(c.n_rel, int(k))
+    return _discount_prefix(int(c.n_rel.max()) + 1)[n]
+
+
+def _ap_from(c: _Counts) -> np.ndarray:
+    """Expected AP over random orders within tie groups (McSherry & Najork, ECIR'08).
+
+    For a relevant item in a tie group of g items starting at position s, with h relevant items
+    above the group and r relevant items in it, uniform over its g positions j and the other r-1
+    relevant items spread uniformly over the other g-1 slots:
+        E = (1/g) sum_{j<g} (h + 1 + j (r-1)/(g-1)) / (s + j + 1)
+          = (h+1)/g * (H(s+g) - H(s)) + (r-1)/((g-1) g) * (g - (s+1) (H(s+g) - H(s))).
+    """
+    harmonic = _harmonic(int(c.n_items.max()) + 1)
+    s, g = c.above, c.tied + 1
+    h, r = c.rel_above, c.rel_tied + 1
+    window = harmonic[s + g] - harmonic[s]
+    spread = np.where(g > 1, (r - 1) / np.maximum(g - 1, 1) / g * (g - (s + 1) * window), 0.0)
+    return c.per_user((h + 1) / g * window + spread)
+
+
+def _atop_from(c: _Counts) -> np.ndarray:
+    n_items = c.n_items[c.user]
+    return c.per_user((n_items - c.above - c.tied / 2.0) / n_items)
+
+
+def _auc_from(c: _Counts) -> np.ndarray:
+    """Per user: sum over relevant items of the share of irrelevant items below (ties 1/2)."""
+    n_irrelevant = (c.n_items - c.n_rel)[c.user]
+    below = c.n_items[c.user] - 1 - c.above - c.tied
+    rel_below = c.n_rel[c.user] - 1 - c.rel_above - c.rel_tied
+    irrelevant_tied = c.tied - c.rel_tied
+    share = (below - rel_below + 0.5 * irrelevant_tied) / np.maximum(n_irrelevant, 1)
+    return np.where(c.n_items > c.n_rel, c.per_user(share), np.nan)
+
+
+def _metric_from(c: _Counts, name: str, k) -> np.ndarray:
+    """One metric per user from the counts; NaN for users without relevant items."""
+    n_rel = c.n_rel.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if name == "dcg":
+            value = _dcg_from(c, k)
+        elif name == "ndcg":
+            value = _dcg_from(c, k) / _idcg_from(c, k)
+        elif name == "adg":
+            value = _dcg_from(c, None) / n_rel
+        elif name == "ap":
+            value = _ap_from(c) / n_rel
+        elif name == "recall":
+            value = _hits_from(c, k) / n_rel
+        elif name == "precision":
+            value = _hits_from(c, k) / int(k)
+        elif name == "atop":
+            value = _atop_from(c) / n_rel
+        elif name == "auc":
+            value = _auc_from(c) / n_rel
+        else:
+            raise AssertionError(name)
+    return np.where(c.n_rel > 0, value, np.nan)
+
+
+_NAME = re.compile(r"^(?P<name>[a-z_]+)(@(?P<k>\d+))?$")
+_ALIASES = {"average_precision": "ap", "map": "ap", "recall_at": "recall", "precision_at": "precision"}
+
+
+def _parse_metric(spec: str) -> tuple[str, int | None]:
+    m = _NAME.match(spec.strip().lower()) if isinstance(spec, str) else None
+    name = _ALIASES.get(m["name"], m["name"]) if m else None
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {spec!r}; valid metrics: {', '.join(METRICS)} "
+                         "(optionally with @K, e.g. ndcg@10; recall and precision need @K)")
+    k = int(m["k"]) if m["k"] is not None else None
+    _check_k(k, name)
+    return name, k
+
+
+def _check_k(k, name: str) -> None:
+    if k is None:
+        if name in _NEEDS_K:
+            raise ValueError(f"{name} needs a cutoff k >= 1, e.g. k=10")
+        return
+    if name in _NO_K:
+        raise ValueError(f"{name} takes no cutoff k; it is defined over the whole ranking")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer (or None for the whole list), got {k!r}")
+
+
+def evaluate(scores, relevant, *, exclude=None, metrics: Iterable[str] = ("adg", "ndcg", "ap",
+             "atop", "auc", "recall@10", "ndcg@10"), block_size: int | None = None
+             ) -> dict[str, np.ndarray]:
+    """Several metrics from one pass over the catalogue.
+
+    scores: f32[U, I] (numpy or JAX), or a function ``users: i64[B] -> f32[B, I]`` that scores a
+    block of users (so a model never materialises U x I); relevant, exclude: bool[U, I] dense or
+    scipy.sparse. ``metrics``: names from `METRICS`, optionally with a cutoff ``@K``.
+    Returns ``{spec: f64[U]}`` (NaN for users without relevant items).
+    """
+    parsed = {spec: _parse_metric(spec) for spec in metrics}
+    if not parsed:
+        raise ValueError("metrics is empty; ask for at least one, e.g. metrics=('ndcg@10',)")
+    c = _counts(scores, relevant, exclude, block_size)
+    return {spec: _metric_from(c, name, k) for spec, (name, k) in parsed.items()}
+
+
+def _single(name: str, scores, relevant, k, exclude, block_size) -> np.ndarray:
+    _check_k(k, name)
+    c = _counts(scores, relevant, exclude, block_size)
+    return _metric_from(c, name, k)
+
+
+def dcg(scores, relevant, *, k: int | None = None, exclude=None, block_size=None) -> np.ndarray:
+    """Expected DCG@k per user, sum_{i in rel, p(i) < k} 1/log2(p(i) + 2).  f64[U]."""
+    return _single("dcg", scores, relevant, k, exclude, block_size)
+
+
+def ndcg(scores, relevant, *, k: int | None = None, exclude=None, block_size=None) -> np.ndarray:
+    """Expected nDCG@k = DCG@k / IDCG@k with IDCG@k over min(k, |rel|) items.  f64[U]."""
+    return _single("ndcg", scores, relevant, k, exclude, block_size)
+
+
+def adg(scores, relevant, *, exclude=None, block_size=None) -> np.ndarray:
+    """ADG = DCG / |rel| (Lim et al. RecSys'15, Def. 1); unbiased under SRS (Thm 1).  f64[U]."""
+    return _single("adg", scores, relevant, None, exclude, block_size)
+
+
+def average_precision(scores, relevant, *, exclude=None, block_size=None) -> np.ndarray:
+    """Expected AP = (1/|rel|) sum_{i in rel} hits(<= p(i)) / (p(i)+1).  f64[U]."""
+    return _single("ap", scores, relevant, None, exclude, block_size)
+
+
+def recall_at(scores, relevant, *, k: int, exclude=None, block_size=None) -> np.ndarray:
+    """Expected Recall@k = |{i in rel: p(i) < k}| / |rel|.  f64[U]."""
+    return _single("recall", scores, relevant, k, exclude, block_size)
+
+
+def precision_at(scores, relevant, *, k: int, exclude=None, block_size=None) -> np.ndarray:
+    """Expected Precision@k = |{i in rel: p(i) < k}| / k.  f64[U]."""
+    return _single("precision", scores, relevant, k, exclude, block_size)
+
+
+def atop(scores, relevant, *, exclude=None, block_size=None) -> np.ndarray:
+    """ATOP = mean_{i in rel} (N - p(i)) / N, the area under the top-N recall curve (Steck).  f64[U]."""
+    return _single("atop", scores, relevant, None, exclude, block_size)
+
+
+def auc(scores, relevant, *, exclude=None, block_size=None) -> np.ndarray:
+    """AUC = mean_{i in rel} share of irrelevant items ranked below i (ties count 1/2).  f64[U]."""
+    return _single("auc", scores, relevant, None, exclude, block_size)
+
+
+def ranks(scores, *, exclude=None, block_size: int | None = None) -> np.ndarray:
+    """rank(i) = #non-excluded items with a strictly greater score (0-based).  i32[U, I].
+
+    Excluded entries get -1. Sorts each row (user blocks); the metric functions need far less.
+    """
+    n_users, n_items, score_block = _score_source(scores, None)
+    shape = (n_users, n_items)
+    excl = None if exclude is None else _as_bool_csr(exclude, "exclude", shape)
+    block_size = block_size or max(1, min(n_users, _DEFAULT_BLOCK_ELEMENTS // max(n_items, 1)))
+    out = np.empty(shape, np.int32)
+    for start in range(0, n_users, block_size):
+        users = np.arange(start, min(start + block_size, n_users))
+        block, _ = _block_scores(score_block, users, n_items)
+        if excl is not None:
+            ex = excl[start:start + len(users)].tocoo()
+            block = block.copy()
+            block[ex.row, ex.col] = -np.inf
+        ordered = np.sort(block, axis=1)
+        for r, u in enumerate(users):
+            if ordered[r, -1] == -np.inf:
+                raise ValueError(f"every item is excluded for user {u}")
+            out[u] = n_items - np.searchsorted(ordered[r], block[r], side="right")
+        out[users] = np.where(block == -np.inf, -1, out[users])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregates and observed-vs-complete helpers
+# --------------------------------------------------------------------------------------------
+
+def mean(values) -> float:
+    """Mean over users, skipping NaN (users without relevant items). NaN if every value is NaN."""
+    v = np.asarray(values, np.float64)
+    ok = ~np.isnan(v)
+    return float(v[ok].mean()) if ok.any() else float("nan")
+
+
+def mean_and_se(values) -> tuple[float, float]:
+    """NaN-skipping mean over users and its standard error (sample SD / sqrt(n))."""
+    v = np.asarray(values, np.float64)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return float("nan"), float("nan")
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else float("nan")
+
+
+def idcg(n_relevant, k: int | None = None) -> np.ndarray:
+    """IDCG@k = sum_{j < min(k, n)} 1/log2(j + 2) for each count n.  f64[...]."""
+    n = np.asarray(n_relevant, np.int64)
+    if np.any(n < 0):
+        raise ValueError("n_relevant must be non-negative")
+    if k is not None:
+        _check_k(k, "ndcg")
+        n = np.minimum(n, int(k))
+    return _discount_prefix(int(n.max(initial=0)) + 1)[n]
+
+
+def ndcg_bias_factor(n_observed, n_prior) -> np.ndarray:
+    """Lim et al. Thm 2: E[NDCG_obs] / NDCG_comp = |O| IDCG(|P|) / (|P| IDCG(|O|)) under SRS.
+
+    With IDCG over the whole list (no cutoff). ``n_observed`` <= ``n_prior``, both >= 1.  f64[...].
+    """
+    o = np.asarray(n_observed, np.int64)
+    p = np.asarray(n_prior, np.int64)
+    if np.any(o < 1) or np.any(p < o):
+        raise ValueError("need 1 <= n_observed <= n_prior for the Thm 2 factor")
+    return o * idcg(p) / (p * idcg(o))

@@ -1,0 +1,328 @@
+"""Metrics against independent references: plain sort-based formulas (tie-free) and the exact
+average over every order of tied items (tie-heavy), plus invariants and input validation."""
+import itertools
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simrec import metrics
+
+ALL = ("dcg", "ndcg", "adg", "ap", "atop", "auc", "recall@3", "precision@3", "dcg@2", "ndcg@2",
+       "ndcg@100", "recall@100")
+
+
+# ---- an independent reference: plain metrics of one strict order -------------------------------
+
+def plain_metrics(order, relevant, k_values=(2, 3, 100)):
+    """Metrics of a strict ranked list ``order`` (item ids, best first) for a set ``relevant``."""
+    n_items, rel = len(order), [i in relevant for i in order]
+    n_rel = sum(rel)
+    if n_rel == 0:
+        return None
+    disc = [1 / math.log2(p + 2) for p in range(n_items)]
+
+    def dcg_at(k):
+        return sum(disc[p] for p in range(min(k, n_items)) if rel[p])
+
+    def idcg_at(k):
+        return sum(1 / math.log2(j + 2) for j in range(min(k, n_rel)))
+
+    hits, ap = 0, 0.0
+    for p in range(n_items):
+        if rel[p]:
+            hits += 1
+            ap += hits / (p + 1)
+    n_irr = n_items - n_rel
+    auc = (sum(sum(not rel[q] for q in range(p + 1, n_items)) for p in range(n_items) if rel[p])
+           / n_rel / n_irr) if n_irr else float("nan")
+    out = {"dcg": dcg_at(n_items), "ndcg": dcg_at(n_items) / idcg_at(n_items),
+           "adg": dcg_at(n_items) / n_rel, "ap": ap / n_rel,
+           "atop": sum((n_items - p) / n_items for p in range(n_items) if rel[p]) / n_rel,
+           "auc": auc}
+    for k in k_values:
+        found = sum(rel[:k])
+        out[f"dcg@{k}"], out[f"ndcg@{k}"] = dcg_at(k), dcg_at(k) / idcg_at(k)
+        out[f"recall@{k}"], out[f"precision@{k}"] = found / n_rel, found / k
+    return out
+
+
+def tie_averaged(scores, relevant, exclude):
+    """Exact expectation over every order of tied items, by enumeration (tiny rows only)."""
+    items = [i for i in range(len(scores)) if not exclude[i]]
+    rel = {i for i in items if relevant[i]}
+    groups = [list(g) for _, g in itertools.groupby(sorted(items, key=lambda i: -scores[i]),
+                                                    key=lambda i: -scores[i])]
+    totals, count = None, 0
+    for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
+        m = plain_metrics([i for p in perms for i in p], rel)
+        if m is None:
+            return None
+        totals = m if totals is None else {k: totals[k] + m[k] for k in m}
+        count += 1
+    return {k: v / count for k, v in totals.items()}
+
+
+def check_against_reference(scores, relevant, exclude=None, **kw):
+    exclude = np.zeros_like(relevant) if exclude is None else exclude
+    got = metrics.evaluate(scores, relevant, exclude=exclude, metrics=ALL, **kw)
+    for u in range(scores.shape[0]):
+        ref = tie_averaged(scores[u], relevant[u], exclude[u])
+        for spec in ALL:
+            if ref is None:
+                assert np.isnan(got[spec][u]), (spec, u)
+            else:
+                np.testing.assert_allclose(got[spec][u], ref[spec], rtol=1e-10, atol=1e-12,
+                                           err_msg=f"{spec} user {u}", equal_nan=True)
+
+
+# ---- against the references ----------------------------------------------------------------------
+
+def test_tie_free_random_scores_match_plain_formulas():
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal((40, 9)).astype(np.float32)
+    relevant = rng.random((40, 9)) < 0.3
+    exclude = (rng.random((40, 9)) < 0.2) & ~relevant
+    check_against_reference(scores, relevant, exclude)
+
+
+def test_tie_heavy_rows_match_average_over_all_tie_orders():
+    rng = np.random.default_rng(1)
+    scores = rng.integers(0, 3, (60, 7)).astype(np.float32)     # at most 3 distinct values
+    relevant = rng.random((60, 7)) < 0.4
+    exclude = rng.random((60, 7)) < 0.15                          # may hit relevant items too
+    check_against_reference(scores, relevant, exclude)
+
+
+def test_all_tied_row_is_the_random_ranking_expectation():
+    scores = np.zeros((1, 6), np.float32)
+    relevant = np.array([[1, 0, 1, 0, 0, 0]], bool)
+    got = metrics.evaluate(scores, relevant, metrics=("auc", "atop", "recall@3", "ndcg"))
+    assert got["auc"][0] == pytest.approx(0.5)
+    assert got["recall@3"][0] == pytest.approx(0.5)                 # 3 of 6 slots
+    assert got["atop"][0] == pytest.approx(np.mean([(6 - p) / 6 for p in range(6)]))
+    check_against_reference(scores, relevant)
+
+
+def test_larger_catalogue_with_ties_and_many_relevant_items():
+    """More than one 32-threshold chunk and several blocks: compare with a sort-based reference."""
+    rng = np.random.default_rng(2)
+    n_users, n_items = 23, 400
+    scores = np.round(rng.standard_normal((n_users, n_items)), 1).astype(np.float32)  # many ties
+    relevant = rng.random((n_users, n_items)) < rng.uniform(0, 0.4, (n_users, 1))
+    exclude = rng.random((n_users, n_items)) < 0.1
+    got = metrics.evaluate(scores, relevant, exclude=exclude, block_size=5,
+                           metrics=("dcg", "dcg@10", "recall@10", "atop", "auc"))
+    for u in range(n_users):
+        keep = ~exclude[u]
+        s, r = scores[u][keep], relevant[u][keep]
+        if not r.any():
+            assert np.isnan(got["dcg"][u])
+            continue
+        above = (s[None, :] > s[r][:, None]).sum(1)
+        tied = (s[None, :] == s[r][:, None]).sum(1) - 1
+        # expected discount over positions above..above+tied, directly
+        exp_disc = [np.mean([1 / np.log2(p + 2) for p in range(a, a + t + 1)]) for a, t in zip(above, tied)]
+        exp_disc10 = [np.mean([1 / np.log2(p + 2) * (p < 10) for p in range(a, a + t + 1)])
+                      for a, t in zip(above, tied)]
+        in10 = [np.mean([p < 10 for p in range(a, a + t + 1)]) for a, t in zip(above, tied)]
+        n = len(s)
+        below_irr = [((s < v) & ~r).sum() + 0.5 * ((s == v) & ~r).sum() for v in s[r]]
+        np.testing.assert_allclose(got["dcg"][u], np.sum(exp_disc), rtol=1e-10)
+        np.testing.assert_allclose(got["dcg@10"][u], np.sum(exp_disc10), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got["recall@10"][u], np.sum(in10) / r.sum(), rtol=1e-10)
+        np.testing.assert_allclose(got["atop"][u], np.mean((n - above - tied / 2) / n), rtol=1e-10)
+        np.testing.assert_allclose(got["auc"][u], np.mean(below_irr) / (~r).sum(), rtol=1e-10)
+
+
+def test_ranks_is_the_strict_count_and_excluded_get_minus_one():
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 4, (8, 10)).astype(np.float32)
+    exclude = rng.random((8, 10)) < 0.3
+    exclude[:, 0] = False
+    got = metrics.ranks(scores, exclude=exclude)
+    for u in range(8):
+        for i in range(10):
+            expected = -1 if exclude[u, i] else int(((scores[u] > scores[u, i]) & ~exclude[u]).sum())
+            assert got[u, i] == expected
+    np.testing.assert_array_equal(metrics.ranks(scores, exclude=sp.csr_matrix(exclude)), got)
+
+
+# ---- edge cases -------------------------------------------------------------------------------------
+
+def test_users_without_relevant_items_get_nan_and_mean_skips_them():
+    scores = np.arange(12, dtype=np.float32).reshape(2, 6)
+    relevant = np.array([[0, 0, 0, 0, 0, 1], [0] * 6], bool)
+    out = metrics.ndcg(scores, relevant)
+    assert out[0] == pytest.approx(1.0) and np.isnan(out[1])
+    assert metrics.mean(out) == pytest.approx(1.0)
+    assert np.isnan(metrics.mean([np.nan]))
+
+
+def test_every_item_relevant_gives_perfect_metrics_and_undefined_auc():
+    rng = np.random.default_rng(4)
+    scores = rng.standard_normal((3, 5)).astype(np.float32)
+    relevant = np.ones((3, 5), bool)
+    got = metrics.evaluate(scores, relevant, metrics=("ndcg", "ap", "recall@5", "auc"))
+    np.testing.assert_allclose(got["ndcg"], 1.0)
+    np.testing.assert_allclose(got["ap"], 1.0)
+    np.testing.assert_allclose(got["recall@5"], 1.0)
+    assert np.all(np.isnan(got["auc"]))
+
+
+def test_k_larger_than_catalogue_equals_whole_list():
+    rng = np.random.default_rng(5)
+    scores = rng.standard_normal((6, 7)).astype(np.float32)
+    relevant = rng.random((6, 7)) < 0.5
+    relevant[:, 0] = True
+    np.testing.assert_allclose(metrics.dcg(scores, relevant, k=1000), metrics.dcg(scores, relevant))
+    np.testing.assert_allclose(metrics.ndcg(scores, relevant, k=1000), metrics.ndcg(scores, relevant))
+    np.testing.assert_allclose(metrics.recall_at(scores, relevant, k=1000), 1.0)
+    np.testing.assert_allclose(metrics.precision_at(scores, relevant, k=1000),
+                               relevant.sum(1) / 1000)
+
+
+def test_excluded_relevant_items_are_not_relevant():
+    scores = np.array([[5, 4, 3, 2, 1]], np.float32)
+    relevant = np.array([[1, 0, 1, 0, 0]], bool)
+    exclude = np.array([[1, 0, 0, 0, 0]], bool)
+    # item 2 is the only relevant item left and sits at position 1 among 4 items
+    assert metrics.adg(scores, relevant, exclude=exclude)[0] == pytest.approx(1 / np.log2(3))
+    assert metrics.atop(scores, relevant, exclude=exclude)[0] == pytest.approx(3 / 4)
+
+
+def test_input_kinds_agree_numpy_jax_sparse_and_score_function():
+    rng = np.random.default_rng(6)
+    scores = rng.standard_normal((30, 50)).astype(np.float32)
+    relevant = rng.random((30, 50)) < 0.1
+    exclude = (rng.random((30, 50)) < 0.2) & ~relevant
+    ref = metrics.evaluate(scores, relevant, exclude=exclude, metrics=ALL)
+    variants = [
+        metrics.evaluate(jnp.asarray(scores), jnp.asarray(relevant), exclude=jnp.asarray(exclude), metrics=ALL),
+        metrics.evaluate(scores, sp.csr_matrix(relevant), exclude=sp.csr_matrix(exclude), metrics=ALL),
+        metrics.evaluate(scores, sp.coo_matrix(relevant), exclude=sp.csc_matrix(exclude), metrics=ALL),
+        metrics.evaluate(lambda users: jnp.asarray(scores)[users], relevant, exclude=exclude,
+                         metrics=ALL, block_size=7),
+        metrics.evaluate(scores.astype(np.float64), relevant.astype(np.int8), exclude=exclude, metrics=ALL),
+    ]
+    for got in variants:
+        for spec in ALL:
+            np.testing.assert_allclose(got[spec], ref[spec], rtol=1e-12, equal_nan=True)
+
+
+def test_block_size_does_not_change_results():
+    rng = np.random.default_rng(7)
+    scores = rng.integers(0, 5, (41, 30)).astype(np.float32)
+    relevant = rng.random((41, 30)) < rng.uniform(0, 0.6, (41, 1))
+    a = metrics.evaluate(scores, relevant, metrics=ALL, block_size=1)
+    b = metrics.evaluate(scores, relevant, metrics=ALL, block_size=1000)
+    for spec in ALL:
+        np.testing.assert_array_equal(a[spec], b[spec])
+
+
+def test_named_functions_match_evaluate():
+    rng = np.random.default_rng(8)
+    scores = rng.standard_normal((10, 20)).astype(np.float32)
+    relevant = rng.random((10, 20)) < 0.3
+    got = metrics.evaluate(scores, relevant, metrics=("dcg@5", "ndcg@5", "adg", "ap", "recall@5",
+                                                      "precision@5", "atop", "auc"))
+    pairs = {"dcg@5": metrics.dcg(scores, relevant, k=5), "ndcg@5": metrics.ndcg(scores, relevant, k=5),
+             "adg": metrics.adg(scores, relevant), "ap": metrics.average_precision(scores, relevant),
+             "recall@5": metrics.recall_at(scores, relevant, k=5),
+             "precision@5": metrics.precision_at(scores, relevant, k=5),
+             "atop": metrics.atop(scores, relevant), "auc": metrics.auc(scores, relevant)}
+    for spec, value in pairs.items():
+        np.testing.assert_array_equal(value, got[spec])
+
+
+# ---- validation ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s, r: metrics.ndcg(s, r[:, :3]), "relevant has shape"),
+    (lambda s, r: metrics.ndcg(s[0], r), "2-D"),
+    (lambda s, r: metrics.ndcg(s, r, exclude=np.zeros((2, 2), bool)), "exclude has shape"),
+    (lambda s, r: metrics.ndcg(s, r, k=0), "k must be a positive integer"),
+    (lambda s, r: metrics.ndcg(s, r, k=2.5), "k must be a positive integer"),
+    (lambda s, r: metrics.recall_at(s, r, k=None), "needs a cutoff"),
+    (lambda s, r: metrics.evaluate(s, r, metrics=("ndgc",)), "unknown metric"),
+    (lambda s, r: metrics.evaluate(s, r, metrics=("adg@5",)), "takes no cutoff"),
+    (lambda s, r: metrics.ndcg(s, r, exclude=np.ones_like(r)), "every item is excluded for user 0"),
+    (lambda s, r: metrics.ndcg(np.where(r, np.nan, s), r), "NaN or infinite"),
+    (lambda s, r: metrics.ndcg(np.where(r, np.inf, s), r), "NaN or infinite"),
+    (lambda s, r: metrics.ndcg(s, r.astype(np.float32) * 2), "boolean"),
+    (lambda s, r: metrics.ndcg(s, r, block_size=0), "block_size"),
+])
+def test_bad_input_raises_a_clear_error(call, message):
+    rng = np.random.default_rng(9)
+    scores = rng.standard_normal((4, 6)).astype(np.float32)
+    relevant = rng.random((4, 6)) < 0.5
+    with pytest.raises(ValueError, match=message):
+        call(scores, relevant)
+
+
+# ---- invariants (hypothesis) ------------------------------------------------------------------------
+
+rows = st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.lists(st.integers(-3, 3), min_size=n, max_size=n),
+    st.lists(st.booleans(), min_size=n, max_size=n)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows)
+def test_bounds_and_ideal_ranking(row):
+    values, rel = row
+    scores = np.array([values], np.float32)
+    relevant = np.array([rel], bool)
+    got = metrics.evaluate(scores, relevant, metrics=("ndcg", "adg", "ap", "atop", "auc",
+                                                      "recall@3", "precision@3", "ndcg@3"))
+    for spec, v in got.items():
+        if not any(rel) or (spec == "auc" and all(rel)):
+            assert np.isnan(v[0])
+        else:
+            assert -1e-12 <= v[0] <= 1 + 1e-12, spec
+    if any(rel):
+        ideal = np.where(relevant, 10.0 + np.arange(len(rel)), -np.arange(len(rel))).astype(np.float32)
+        perfect = metrics.evaluate(ideal, relevant, metrics=("ndcg", "ap", "ndcg@3"))
+        for v in perfect.values():
+            assert v[0] == pytest.approx(1.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.integers(0, 8), st.integers(1, 4))
+def test_raising_a_relevant_items_score_never_hurts(row, which, step):
+    values, rel = row
+    if not any(rel):
+        return
+    target = [i for i, r in enumerate(rel) if r][which % sum(rel)]
+    before = np.array([values], np.float32)
+    after = before.copy()
+    after[0, target] += step
+    relevant = np.array([rel], bool)
+    specs = ("dcg", "ndcg", "adg", "ap", "atop", "auc", "recall@2", "dcg@2")
+    a = metrics.evaluate(before, relevant, metrics=specs)
+    b = metrics.evaluate(after, relevant, metrics=specs)
+    for spec in specs:
+        if not np.isnan(a[spec][0]):
+            assert b[spec][0] >= a[spec][0] - 1e-12, spec
+
+
+# ---- observed-vs-complete helpers ----------------------------------------------------------------------
+
+def test_idcg_and_thm2_factor_closed_forms():
+    assert metrics.idcg(3)[()] == pytest.approx(1 + 1 / np.log2(3) + 1 / np.log2(4))
+    assert metrics.idcg([5], k=2)[0] == pytest.approx(1 + 1 / np.log2(3))
+    assert metrics.ndcg_bias_factor(4, 4) == pytest.approx(1.0)
+    o, p = 2, 5
+    expected = o * sum(1 / np.log2(j + 2) for j in range(p)) / (p * sum(1 / np.log2(j + 2) for j in range(o)))
+    assert metrics.ndcg_bias_factor(o, p) == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        metrics.ndcg_bias_factor(6, 5)
+
+
+def test_mean_and_se():
+    m, se = metrics.mean_and_se([1.0, 2.0, np.nan, 3.0])
+    assert m == pytest.approx(2.0) and se == pytest.approx(1.0 / np.sqrt(3))
