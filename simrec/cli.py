@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from simrec.runner import ConfigError, config_fields, run, with_overrides
+from simrec.runner import ConfigError, config_fields, run, with_overrides, write_results_index
 
 EXIT_USAGE = 2
 
@@ -69,6 +69,8 @@ def cmd_run(args) -> int:
                       progress=not args.quiet)
         print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "
               f"cached, {summary.wall_time_s:.1f}s -> {summary.out}")
+    if args.out is None:                      # default location: keep results/README.md current
+        write_results_index(Path("results"))
     return 0
 
 

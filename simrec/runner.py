@@ -3,10 +3,10 @@
 A study is a `Study` value: presets of a frozen config dataclass, a function listing the cells of
 its grid (e.g. seed x fold x rate), a pure function computing one cell from
 `(key, config, cell)`, and a function turning all cell results into a `Report` (tables and
-figures). The runner
-
-* derives each cell's key deterministically: ``fold_in(key(seed), hash(cell))``, so adding or
-  removing cells never changes the others;
+figures). ``key`` is the run's root key ``jax.random.key(seed)``: state shared by every cell (a
+world, trained models) comes from ``shared_key(key, "world")``, the cell's own randomness from
+``cell_key(key, cell)`` = ``fold_in(key, hash(cell))``, so adding or removing cells never changes
+the others. The runner
 * caches every finished cell on disk, content-addressed by (study, config, seed, cell, code
   version), written atomically (temp file + rename), so a killed run resumes with only the
   missing cells and gives byte-identical tables;
@@ -40,9 +40,10 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 __all__ = [
-    "ConfigError", "Study", "Report", "CellResult", "RunSummary", "run", "cell_key", "to_json",
+    "ConfigError", "Study", "Report", "CellResult", "RunSummary", "run", "cell_key", "shared_key",
+    "key_id", "to_json",
     "config_fields", "with_overrides", "config_to_dict", "atomic_write_bytes", "atomic_write_text",
-    "write_table", "Progress",
+    "write_table", "write_results_index", "Progress",
 ]
 
 Cell = Mapping[str, Any]
@@ -218,11 +219,26 @@ def _digest(value) -> str:
     return hashlib.sha256(_canonical_json(value).encode()).hexdigest()
 
 
-def cell_key(seed: int, cell: Cell):
-    """The PRNG key of a cell: ``fold_in(key(seed), h)`` with h a stable 31-bit hash of the cell."""
+def _hash31(value) -> int:
+    return int(_digest(value)[:8], 16) & 0x7FFFFFFF
+
+
+def cell_key(root, cell: Cell):
+    """The PRNG key of a cell: ``fold_in(root, h)`` with h a stable 31-bit hash of the cell."""
     import jax
-    h = int(_digest(dict(cell))[:8], 16) & 0x7FFFFFFF
-    return jax.random.fold_in(jax.random.key(seed), h)
+    return jax.random.fold_in(root, _hash31(dict(cell)))
+
+
+def shared_key(root, name: str):
+    """The PRNG key of state shared by all cells of a run (e.g. ``"world"``)."""
+    import jax
+    return jax.random.fold_in(root, _hash31({"shared": name}))
+
+
+def key_id(key) -> tuple[int, ...]:
+    """A hashable identity of a PRNG key (for in-memory memoisation of shared state)."""
+    import jax
+    return tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
@@ -311,7 +327,7 @@ def _fmt(value, float_format: str) -> str:
     return str(value)
 
 
-_TEX_ESCAPE = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "∞": r"$\infty$",
+_TEX_ESCAPE = {"|": r"$|$", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "∞": r"$\infty$",
                "†": r"$^\dagger$", "–": "--", "−": "-", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$",
                "⁺": r"$^+$", "₀": r"$_0$", "τ": r"$\tau$", "ε": r"$\varepsilon$", "∖": r"$\setminus$",
                "×": r"$\times$", "Δ": r"$\Delta$"}
@@ -338,8 +354,9 @@ def write_table(out: Path, name: str, df, float_format: str = ".4g") -> list[str
 
     header = [str(c) for c in frame.columns]
     rows = [[_fmt(v, float_format) for v in row] for row in frame.itertuples(index=False)]
-    md = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    md += ["| " + " | ".join(r) + " |" for r in rows]
+    md_cell = lambda text: text.replace("|", r"\|")  # noqa: E731  (a literal pipe ends a cell)
+    md = ["| " + " | ".join(map(md_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    md += ["| " + " | ".join(map(md_cell, r)) + " |" for r in rows]
     atomic_write_text(out / f"{name}.md", "\n".join(md) + "\n")
 
     align = "l" + "r" * (len(header) - 1)
@@ -413,6 +430,8 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
         raise ValueError(f"study {study.name!r} declares duplicate cells")
     base = {"study": study.name, "config": config_to_dict(config), "seed": int(seed),
             "code": code_version(study)}
+    import jax
+    root = jax.random.key(int(seed))
     bar = Progress(len(cells), study.name, enabled=progress)
     results, computed = [], 0
     for cell in cells:
@@ -420,7 +439,7 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
         if path.exists():
             value = json.loads(path.read_text())["value"]
         else:
-            value = to_json(study.compute(cell_key(seed, cell), config, cell))
+            value = to_json(study.compute(root, config, cell))
             atomic_write_text(path, json.dumps({"cell": cell, "value": value}, allow_nan=True))
             computed += 1
         results.append(CellResult(cell, value))
@@ -452,3 +471,27 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
                "Files:", ""] + [f"- [{f}]({f})" for f in sorted(files)]
     atomic_write_text(out / "README.md", "\n".join(readme) + "\n")
     return RunSummary(out, len(cells), computed, len(cells) - computed, wall, tuple(sorted(files)))
+
+
+def write_results_index(root: Path | str) -> Path:
+    """(Re)write ``root/README.md``: one row per study folder below ``root`` that has a manifest."""
+    root = Path(root)
+    rows = []
+    for manifest_path in sorted(root.glob("*/manifest.json")):
+        manifest = json.loads(manifest_path.read_text())
+        folder = manifest_path.parent.name
+        readme = manifest_path.parent / "README.md"
+        description = readme.read_text().split("\n")[2] if readme.exists() else ""
+        tables = ", ".join(f"[{f[:-3]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".md"))
+        figures = ", ".join(f"[{f[:-4]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".png"))
+        rows.append(f"| [{manifest['study']}]({folder}/README.md) | {description} | "
+                    f"{manifest.get('preset')} | {manifest['seed']} | {manifest['wall_time_s']:.0f} s | "
+                    f"{tables} | {figures} |")
+    text = ["# Results", "", "Committed outputs of every study at its default preset. Regenerate one "
+            "with `simrec run STUDY` (or all with `simrec run all`); each folder's `manifest.json` "
+            "holds the exact config, seed, package versions, git commit and wall time.", "",
+            "| study | what it shows | preset | seed | wall time | tables | figures |",
+            "|---|---|---|---|---|---|---|", *rows]
+    atomic_write_text(root / "README.md", "\n".join(text) + "\n")
+    return root / "README.md"
+

@@ -1,0 +1,66 @@
+"""CLI: listing, running, sweeping, and one-line errors with exit status 2."""
+import subprocess
+import sys
+
+import pytest
+
+import studies
+from simrec import cli
+from tests.test_runner import TOY, CALLS
+
+
+@pytest.fixture
+def toy_registry(monkeypatch):
+    monkeypatch.setitem(studies.STUDIES, "toy", "tests.test_runner")
+    original = studies.load_study
+    monkeypatch.setattr(studies, "load_study", lambda name: TOY if name == "toy" else original(name))
+    CALLS.update(n=0, fail_after=None)
+
+
+def test_list_names_every_registered_study(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in studies.STUDIES:
+        assert name in out
+
+
+def test_run_with_preset_seed_and_set(toy_registry, tmp_path, capsys):
+    code = cli.main(["run", "toy", "--preset", "smoke", "--seed", "4", "--out", str(tmp_path),
+                     "--set", "inner.scale=2", "--quiet"])
+    assert code == 0
+    assert (tmp_path / "table_toy.csv").exists() and (tmp_path / "manifest.json").exists()
+    assert "3 cells computed" in capsys.readouterr().out
+
+
+def test_sweep_writes_one_folder_per_value_and_a_stacked_table(toy_registry, tmp_path):
+    code = cli.main(["sweep", "scale", "--study", "toy", "--values", "1,2,inf", "--preset", "smoke",
+                     "--out", str(tmp_path), "--quiet"])
+    assert code == 0
+    for v in ("1", "2", "inf"):
+        assert (tmp_path / f"inner.scale={v}" / "table_toy.csv").exists()
+    stacked = (tmp_path / "table_toy.csv").read_text().splitlines()
+    assert stacked[0].startswith("inner.scale,") and len(stacked) == 1 + 3 * 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "nosuch"], "unknown study 'nosuch'; choose one of:"),
+    (["run", "toy", "--preset", "huge"], "unknown preset 'huge'"),
+    (["run", "toy", "--set", "bogus=1"], "unknown config key 'bogus'; valid keys:"),
+    (["run", "toy", "--set", "draws=lots"], "config key 'draws' expects int"),
+    (["run", "toy", "--set", "draws"], "--set expects key=value"),
+    (["run", "toy", "--seed", "x"], "invalid int value"),
+    (["sweep", "nope", "--study", "toy", "--values", "1"], "sweep field 'nope' is unknown"),
+    (["bench", "nosuch"], "unknown benchmark 'nosuch'"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_errors_are_one_line_with_exit_status_2(toy_registry, argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_console_script_reports_errors_without_traceback():
+    proc = subprocess.run([sys.executable, "-m", "simrec.cli", "run", "nosuch"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("simrec: error: unknown study") and "Traceback" not in proc.stderr
