@@ -30,7 +30,7 @@ import pandas as pd
 
 from simrec import metrics, missing
 from simrec.runner import Report, Study, cell_key, key_id, shared_key
-from simrec.world import WorldConfig, make_world, quality
+from simrec.world import WorldConfig, make_world, quality_logit
 
 matplotlib.use("Agg")
 
@@ -89,8 +89,7 @@ def _shared(root_id: tuple, config: UnbiasednessConfig):
     prior = missing.prior_relevant(shared_key(root, "prior"), world)
     noise_key = shared_key(root, "oracle noise")
     users = jnp.arange(world.n_users)
-    q = quality(world, users)
-    logit = jnp.log(q) - jnp.log1p(-q)
+    logit = quality_logit(world, users)
     noise = jax.vmap(lambda u: jax.random.normal(jax.random.fold_in(noise_key, u), (world.n_items,)))(users)
     popularity = np.asarray(prior.sum(axis=0)).ravel().astype(np.float32)
     scores = {"noisy_oracle": np.asarray(logit + config.oracle_noise * noise, np.float32),
