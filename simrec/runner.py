@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import functools
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -84,6 +85,7 @@ class Study:
     compute: Callable[[Any, Any, Cell], Any]
     report: Callable[[Any, Sequence[CellResult]], Report]
     source: str = ""                     # module file, hashed into the cache address
+    report_helpers: tuple = ()           # functions used only by `report` (not hashed, see below)
 
     def preset(self, name: str):
         if name not in self.presets:
@@ -266,17 +268,36 @@ def atomic_write_text(path: Path | str, text: str) -> None:
 def _tree_digest(root: str) -> str:
     """Hash of every .py file below ``root`` (the code version of a cache entry)."""
     h = hashlib.sha256()
+    infrastructure = {Path(__file__).name, "cli.py"}      # cannot change a cell's value
     for path in sorted(Path(root).rglob("*.py")):
+        if path.parent == Path(root) and path.name in infrastructure:
+            continue
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 
 
+def _study_digest(study: Study) -> str:
+    """Hash of the study module without `report` and `report_helpers`, whose edits change only
+    how cached cells are presented, so tables regenerate from the cache in seconds."""
+    if not study.source:
+        return ""
+    lines = Path(study.source).read_text().splitlines(keepends=True)
+    drop: set[int] = set()
+    for fn in (study.report, *study.report_helpers):
+        with contextlib.suppress(OSError, TypeError):
+            if Path(inspect.getsourcefile(fn)).resolve() == Path(study.source).resolve():
+                block, start = inspect.getsourcelines(fn)
+                drop.update(range(start - 1, start - 1 + len(block)))
+    kept = "".join(line for i, line in enumerate(lines) if i not in drop)
+    return hashlib.sha256(kept.encode()).hexdigest()
+
+
 def code_version(study: Study) -> str:
-    """Digest of the simrec library sources and the study's own module."""
+    """Digest of the library sources that compute cells (all of simrec/ except the runner and the
+    CLI) and of the study's compute code (its module less the report functions)."""
     lib = _tree_digest(str(Path(__file__).parent))
-    own = hashlib.sha256(Path(study.source).read_bytes()).hexdigest() if study.source else ""
-    return hashlib.sha256((lib + own).encode()).hexdigest()[:16]
+    return hashlib.sha256((lib + _study_digest(study)).encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------------------------

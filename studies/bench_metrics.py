@@ -8,16 +8,18 @@ a warm-up call (compilation is reported separately). Side by side, in the same r
   careful user would write by hand; it also cross-checks the values;
 * RecPack's metric classes (NDCGK, RecallK, DCGK) when a RecPack interpreter is available. RecPack
   pins numpy < 2, so it runs in its own virtual environment: pass ``--recpack-python PATH`` or set
-  ``SIMREC_RECPACK_PYTHON``; ``--setup-recpack DIR`` creates one with
-  ``python3.10 -m venv DIR && DIR/bin/pip install recpack``.
+  ``SIMREC_RECPACK_PYTHON``; ``--setup-recpack DIR`` creates one with a Python 3.10 (or 3.9) found
+  on PATH or under pyenv: ``python3.10 -m venv DIR && DIR/bin/pip install recpack``.
 
 Usage: ``simrec bench metrics [--users N] [--items N] [--repeats R] [--recpack-python PATH]``.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,8 +120,22 @@ def run_recpack(python: str, scores, relevant, excluded) -> dict | str:
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _old_python() -> str:
+    """An interpreter RecPack supports (3.9 or 3.10): on PATH, or under pyenv."""
+    candidates = ["python3.10", "python3.9", *sorted(glob.glob(os.path.expanduser(
+        "~/.pyenv/versions/3.1[0]*/bin/python3.10")) + glob.glob(os.path.expanduser(
+        "~/.pyenv/versions/3.9*/bin/python3.9")))]
+    for candidate in candidates:
+        if not (shutil.which(candidate) or os.path.exists(candidate)):
+            continue
+        if subprocess.run([candidate, "--version"], capture_output=True).returncode == 0:
+            return candidate
+    raise SystemExit("no Python 3.9/3.10 found for RecPack's virtual environment")
+
+
 def setup_recpack(folder: str) -> str:
-    subprocess.run(["python3.10", "-m", "venv", folder], check=True)
+    """Create ``folder`` as a virtual environment with RecPack (its numpy < 2 pin stays there)."""
+    subprocess.run([_old_python(), "-m", "venv", folder], check=True)
     subprocess.run([f"{folder}/bin/pip", "install", "-q", "recpack"], check=True)
     return f"{folder}/bin/python"
 

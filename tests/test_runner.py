@@ -182,3 +182,20 @@ def test_results_index_lists_every_study_folder(tmp_path):
     index = runner.write_results_index(tmp_path).read_text()
     assert "| [toy](toy/README.md) | a toy study | smoke | 0 |" in index
     assert "[table_toy](toy/table_toy.md)" in index and "[fig_toy](toy/fig_toy.png)" in index
+
+
+def test_editing_report_code_keeps_the_cache_but_editing_compute_code_does_not(tmp_path):
+    module = tmp_path / "study_mod.py"
+    body = ("def compute(key, config, cell):\n    return {'v': 1}\n\n"
+            "def report(config, results):\n    return None\n")
+    module.write_text(body)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("study_mod", module)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    study = Study("m", "d", {}, toy_cells, mod.compute, mod.report, source=str(module))
+    before = runner.code_version(study)
+    module.write_text(body.replace("return None", "return 'changed'"))
+    assert runner.code_version(study) == before
+    module.write_text(body.replace("{'v': 1}", "{'v': 2}"))
+    assert runner.code_version(study) != before
