@@ -1,0 +1,491 @@
+"""Statistics that compare offline estimates with the truth (DESIGN "Statistics").
+
+- Correlation over days (Jeunen, Potapov, Ustimenko, KDD'24, §6.1 and Table 2): Pearson's r with
+  Student's two-tailed t-test; Kendall's tau-b for rank agreement (KDD'24 App. A).
+- Sensitivity (KDD'24 §6.2 and Fig. 1): per-trajectory differences Δ_τ = f_τ(R_t) − f_τ(R₀), a
+  normal confidence interval of their mean, the one-sided p-value of H₀: E[Δ] ≤ 0, and over many
+  settings the true- and false-positive rates, the mean p-value and the sign agreement.
+- Disagreement (KDD'24 App. A): the probability that two metrics order a random pair of models
+  differently.
+- Monte Carlo summaries (bias and RMSE over replications) and Holm's step-down correction for
+  cells that run many tests.
+
+Everything is numpy/scipy in float64, not JAX: the inputs are small summaries (days, settings,
+models, replications) and tail p-values need double precision. Samples lie along ``axis`` (the
+last by default) and every leading axis is vectorised. Bad input raises ValueError naming the
+argument: mismatched lengths, too few points, NaN or ±inf (NaN is accepted only where a
+``nan_policy`` says so), a level or alpha outside (0, 1), an unknown option.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+__all__ = [
+    "pearson", "kendall_tau", "mean_ci", "one_sided_p", "Sensitivity", "sensitivity_summary",
+    "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni",
+    "CI_METHODS", "ALTERNATIVES", "NAN_POLICIES",
+]
+
+#: confidence-interval methods of `mean_ci`
+CI_METHODS = ("normal", "t")
+#: alternatives of `one_sided_p`: "greater" tests H₀: mean ≤ 0, "less" tests H₀: mean ≥ 0
+ALTERNATIVES = ("greater", "less")
+#: "raise": NaN is an error; "omit": NaN samples are skipped (e.g. sessions whose ideal DCG is 0)
+NAN_POLICIES = ("raise", "omit")
+_PAIR_BLOCK_ELEMENTS = 1 << 22  # pairs compared per block in `_pair_counts` (bounded memory)
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+def _float_array(value, name: str) -> np.ndarray:
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an array of numbers ({err})") from None
+
+
+def _check_finite(values: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(values)):
+        what = "NaN" if np.any(np.isnan(values)) else "±inf"
+        raise ValueError(f"{name} contains {what}; remove those entries before calling")
+
+
+def _check_choice(value, allowed: tuple[str, ...], name: str) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def _check_probability_level(value, name: str) -> float:
+    """A scalar strictly inside (0, 1): a confidence level or a significance level."""
+    try:
+        level = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
+    if np.ndim(value) != 0 or not 0 < level < 1:
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+    return level
+
+
+def _series_pair(x, y, names: tuple[str, str], min_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two finite series f64[..., n] of one length n >= min_n, leading axes broadcast together."""
+    arrays = []
+    for name, value in zip(names, (x, y)):
+        arr = _float_array(value, name)
+        if arr.ndim == 0:
+            raise ValueError(f"{name} must be a series (at least 1-D), got a scalar")
+        _check_finite(arr, name)
+        arrays.append(arr)
+    (a, b), n = arrays, arrays[0].shape[-1]
+    if b.shape[-1] != n:
+        raise ValueError(f"{names[0]} and {names[1]} must have the same length along the last axis, "
+                         f"got {n} and {b.shape[-1]}")
+    if n < min_n:
+        raise ValueError(f"need at least {min_n} points in {names[0]} and {names[1]}, got {n}")
+    try:
+        lead = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+    except ValueError:
+        raise ValueError(f"the leading axes of {names[0]} {a.shape} and {names[1]} {b.shape} "
+                         f"do not broadcast") from None
+    return np.broadcast_to(a, lead + (n,)), np.broadcast_to(b, lead + (n,))
+
+
+def _vector_pair(x, y, names: tuple[str, str], min_n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two finite 1-D series of one length n >= min_n.  f64[n] each."""
+    for name, value in zip(names, (x, y)):
+        if np.ndim(value) != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {np.shape(value)}")
+    return _series_pair(x, y, names, min_n)
+
+
+def _samples(samples, axis: int, nan_policy: str) -> tuple[np.ndarray, np.ndarray]:
+    """Samples moved to the last axis, f64[..., N], and the mask of samples to use, bool[..., N]."""
+    _check_choice(nan_policy, NAN_POLICIES, "nan_policy")
+    values = _float_array(samples, "samples")
+    if values.ndim == 0:
+        raise ValueError("samples must be at least 1-D (samples along `axis`), got a scalar")
+    values = np.moveaxis(values, axis, -1)
+    return values, _usable(values, np.ones(values.shape, bool), nan_policy, "samples")
+
+
+def _usable(values: np.ndarray, present: np.ndarray, nan_policy: str, name: str) -> np.ndarray:
+    """The present entries that are not NaN; ±inf anywhere present, or NaN under "raise", fails."""
+    if np.any(np.isinf(values) & present):
+        raise ValueError(f"{name} contains ±inf; remove those entries before calling")
+    nan = np.isnan(values) & present
+    if nan_policy == "raise" and np.any(nan):
+        raise ValueError(f"{name} contains NaN; remove it or pass nan_policy='omit' to skip NaN "
+                         f"samples (e.g. sessions whose ideal DCG is zero)")
+    return present & ~nan
+
+
+def _scalar(value: np.ndarray):
+    """0-d arrays become numpy scalars (np.float64 is a float); others pass through."""
+    return value[()] if value.ndim == 0 else value
+
+
+# --------------------------------------------------------------------------------------------
+# Correlation
+# --------------------------------------------------------------------------------------------
+
+def pearson(x, y):
+    """Pearson's r along the last axis with Student's two-tailed test (Student, Biometrika 1908;
+    Jeunen et al. KDD'24 Table 2):
+
+        r = Σᵢ (xᵢ − x̄)(yᵢ − ȳ) / sqrt(Σᵢ (xᵢ − x̄)² · Σᵢ (yᵢ − ȳ)²)
+        t = r · sqrt((n − 2) / (1 − r²)),   p = 2 · P(T_{n−2} ≥ |t|),  T_ν Student's t.
+
+    x, y: f[..., n] with the same n >= 3 (the test has n − 2 >= 1 degrees of freedom); leading axes
+    broadcast, e.g. the offline estimates f[V, n] of V estimators against one online series f[n].
+    Returns (r, p), each f64[...] (numpy floats for 1-D input). |r| = 1 gives p = 0.
+    A constant series (max = min) has no correlation and raises ValueError, as do NaN and ±inf.
+    """
+    x, y = _series_pair(x, y, ("x", "y"), min_n=3)
+    for name, values in (("x", x), ("y", y)):
+        if np.any(np.ptp(values, axis=-1) == 0):
+            raise ValueError(f"{name} is constant along the last axis: the correlation is undefined")
+    n = x.shape[-1]
+
+    def scaled_deviations(values):  # divided by max |deviation| so the products cannot overflow
+        deviations = values - values.mean(axis=-1, keepdims=True)
+        return deviations / np.max(np.abs(deviations), axis=-1, keepdims=True)
+
+    dx, dy = scaled_deviations(x), scaled_deviations(y)
+    r = np.sum(dx * dy, axis=-1) / np.sqrt(np.sum(dx * dx, axis=-1) * np.sum(dy * dy, axis=-1))
+    r = np.clip(r, -1.0, 1.0)
+    with np.errstate(divide="ignore"):  # |r| = 1: t = ±inf, p = 0
+        t = r * np.sqrt((n - 2) / ((1 - r) * (1 + r)))
+    p = 2 * scipy_stats.t.sf(np.abs(t), n - 2)
+    return _scalar(r), _scalar(np.asarray(p))
+
+
+@dataclass(frozen=True)
+class _PairCounts:
+    """Counts over the n(n−1)/2 unordered pairs {i, j} of two series x, y."""
+    concordant: int   # sign(xᵢ − xⱼ) = sign(yᵢ − yⱼ) ≠ 0
+    discordant: int   # sign(xᵢ − xⱼ) = −sign(yᵢ − yⱼ) ≠ 0
+    tied_x_only: int  # xᵢ = xⱼ, yᵢ ≠ yⱼ
+    tied_y_only: int  # xᵢ ≠ xⱼ, yᵢ = yⱼ
+    tied_both: int    # xᵢ = xⱼ and yᵢ = yⱼ
+
+
+def _compare(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """sign(left − right) by comparison (no overflow).  i8 of the broadcast shape."""
+    return (left > right).astype(np.int8) - (left < right).astype(np.int8)
+
+
+def _pair_counts(x: np.ndarray, y: np.ndarray) -> _PairCounts:
+    """Classify every pair i < j, vectorised over blocks of rows i.  O(n²) time, O(n·block) memory."""
+    n = x.size
+    block = max(1, _PAIR_BLOCK_ELEMENTS // n)
+    columns = np.arange(n)
+    counts = np.zeros(5, np.int64)
+    for start in range(0, n - 1, block):
+        rows = np.arange(start, min(start + block, n - 1))
+        later = columns[None, :] > rows[:, None]
+        sign_x = _compare(x[rows, None], x[None, :])
+        sign_y = _compare(y[rows, None], y[None, :])
+        product = sign_x * sign_y
+        counts += [np.count_nonzero(later & (product > 0)),
+                   np.count_nonzero(later & (product < 0)),
+                   np.count_nonzero(later & (sign_x == 0) & (sign_y != 0)),
+                   np.count_nonzero(later & (sign_x != 0) & (sign_y == 0)),
+                   np.count_nonzero(later & (sign_x == 0) & (sign_y == 0))]
+    return _PairCounts(*(int(c) for c in counts))
+
+
+def _tie_sums(values: np.ndarray) -> tuple[float, float, float]:
+    """Σ t(t−1), Σ t(t−1)(t−2), Σ t(t−1)(2t+5) over the sizes t of the groups of equal values."""
+    t = np.unique(values, return_counts=True)[1].astype(np.float64)
+    return float(np.sum(t * (t - 1))), float(np.sum(t * (t - 1) * (t - 2))), \
+        float(np.sum(t * (t - 1) * (2 * t + 5)))
+
+
+def kendall_tau(x, y):
+    """Kendall's tau-b with its tie-corrected two-tailed normal test (Kendall, Biometrika 1945,
+    "The treatment of ties in ranking problems"; variance from Kendall, *Rank Correlation
+    Methods*, 1970; Jeunen et al. KDD'24 App. A):
+
+        tau_b = (C − D) / sqrt((n₀ − n_x)(n₀ − n_y)),   n₀ = n(n−1)/2,
+        Var(C − D) = [n(n−1)(2n+5) − Σt(t−1)(2t+5) − Σu(u−1)(2u+5)] / 18
+                     + Σt(t−1) · Σu(u−1) / (2n(n−1)) + Σt(t−1)(t−2) · Σu(u−1)(u−2) / (9n(n−1)(n−2)),
+        p = 2 · Φ(−|C − D| / sqrt(Var(C − D))),
+
+    with C / D the concordant / discordant pairs, n_x / n_y the pairs tied in x / in y, and t / u
+    the sizes of the groups of tied x / y values. The p-value is the large-sample approximation
+    (scipy's ``method="asymptotic"``); it is not exact for a handful of points.
+
+    x, y: f[n], n >= 3. Returns (tau, p) as floats. A constant series raises ValueError.
+    Cost O(n²) time (vectorised over blocks of pairs), fine for the hundreds of models of App. A.
+    """
+    x, y = _vector_pair(x, y, ("x", "y"), min_n=3)
+    counts = _pair_counts(x, y)
+    n = x.size
+    pairs = n * (n - 1) // 2
+    untied_x = pairs - counts.tied_x_only - counts.tied_both
+    untied_y = pairs - counts.tied_y_only - counts.tied_both
+    for name, untied in (("x", untied_x), ("y", untied_y)):
+        if untied == 0:
+            raise ValueError(f"{name} is constant: Kendall's tau is undefined")
+    score = counts.concordant - counts.discordant
+    tau = float(np.clip(score / np.sqrt(float(untied_x) * float(untied_y)), -1.0, 1.0))
+    x_pairs, x_triples, x_weighted = _tie_sums(x)
+    y_pairs, y_triples, y_weighted = _tie_sums(y)
+    variance = ((n * (n - 1) * (2 * n + 5) - x_weighted - y_weighted) / 18
+                + x_pairs * y_pairs / (2 * n * (n - 1))
+                + x_triples * y_triples / (9 * n * (n - 1) * (n - 2)))
+    p = float(2 * scipy_stats.norm.sf(abs(score) / np.sqrt(variance)))
+    return tau, p
+
+
+def pairwise_inversion_rate(a, b) -> float:
+    """The probability that a random pair of models is ordered differently by metric a than by
+    metric b (Jeunen et al. KDD'24 App. A and its public notebook), over unordered pairs {i, j}:
+
+        rate = (D + T_a + T_b) / (n(n−1)/2 − T_ab),
+
+    D the pairs with sign(aᵢ − aⱼ) = −sign(bᵢ − bⱼ) ≠ 0, T_a (T_b) the pairs tied on a only
+    (on b only), which count as disagreements (e.g. equal DCG but different nDCG), and T_ab the
+    pairs tied on both, which are skipped. Without ties, rate = (1 − tau) / 2 (Kendall's tau).
+
+    a, b: f[n] metric values of the same n >= 2 models. Returns a float in [0, 1]. Raises
+    ValueError if every pair is tied on both metrics. O(n²) time, vectorised over blocks of pairs.
+    """
+    a, b = _vector_pair(a, b, ("a", "b"), min_n=2)
+    counts = _pair_counts(a, b)
+    compared = a.size * (a.size - 1) // 2 - counts.tied_both
+    if compared == 0:
+        raise ValueError("every pair of models is tied on both a and b: the inversion rate is undefined")
+    return (counts.discordant + counts.tied_x_only + counts.tied_y_only) / compared
+
+
+# --------------------------------------------------------------------------------------------
+# Means, intervals, tests
+# --------------------------------------------------------------------------------------------
+
+def _mean_se(values: np.ndarray, use: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, standard error s/√n (s with ddof = 1) and n over the used samples of the last axis."""
+    count = use.sum(axis=-1)
+    if np.any(count < 2):
+        raise ValueError(f"need at least 2 usable samples per row to estimate a standard error, "
+                         f"got {int(count.min())}")
+    mean = np.where(use, values, 0.0).sum(axis=-1) / count
+    deviations = np.where(use, values - mean[..., None], 0.0)
+    se = np.sqrt(np.sum(deviations * deviations, axis=-1) / ((count - 1) * count))
+    return mean, se, count
+
+
+def _half_width(se: np.ndarray, count: np.ndarray, level: float, method: str) -> np.ndarray:
+    """q · se with q the (1 + level)/2 quantile of N(0, 1) ("normal") or of T_{n−1} ("t")."""
+    upper = (1 + level) / 2
+    q = scipy_stats.norm.ppf(upper) if method == "normal" else scipy_stats.t.ppf(upper, count - 1)
+    return q * se
+
+
+def _one_sided(mean: np.ndarray, se: np.ndarray, alternative: str) -> np.ndarray:
+    """z = mean / se; "greater": p = 1 − Φ(z), "less": p = Φ(z). Zero se: z = ±inf, or 0 at mean 0."""
+    limit = np.select([mean > 0, mean < 0], [np.inf, -np.inf], 0.0)
+    z = np.divide(mean, se, out=limit, where=se > 0)
+    return scipy_stats.norm.sf(z) if alternative == "greater" else scipy_stats.norm.cdf(z)
+
+
+def mean_ci(samples, level: float = 0.99, method: str = "normal", *, axis: int = -1,
+            nan_policy: str = "raise"):
+    """Mean of samples along ``axis`` with a two-sided confidence interval at ``level``
+    (Jeunen et al. KDD'24 §6.2 use the normal interval at 99 %):
+
+        se = s / √n  (s the sample standard deviation, ddof = 1),
+        [mean − q·se, mean + q·se],  q = Φ⁻¹((1 + level)/2)  ("normal")  or  t_{n−1}⁻¹((1 + level)/2)  ("t").
+
+    The normal interval is the large-sample one; "t" is exact for normal samples and wider for
+    small n. samples: f[..., N, ...] with N >= 2 usable samples per row; every other axis is
+    vectorised. nan_policy "raise" (default) rejects NaN, "omit" skips NaN samples per row.
+    Returns (mean, low, high, se), each f64 of samples' shape without ``axis`` (floats for 1-D).
+    """
+    level = _check_probability_level(level, "level")
+    _check_choice(method, CI_METHODS, "method")
+    values, use = _samples(samples, axis, nan_policy)
+    mean, se, count = _mean_se(values, use)
+    half = _half_width(se, count, level, method)
+    return tuple(_scalar(np.asarray(v)) for v in (mean, mean - half, mean + half, se))
+
+
+def one_sided_p(samples, alternative: str = "greater", *, axis: int = -1, nan_policy: str = "raise"):
+    """One-sided z-test on the mean of samples along ``axis`` (Jeunen et al. KDD'24 §6.2):
+
+        z = mean / se,  se = s / √n;   "greater" (H₀: mean <= 0): p = 1 − Φ(z);
+                                       "less"    (H₀: mean >= 0): p = Φ(z).
+
+    With the normal interval of `mean_ci`, the two-sided interval at ``level`` lies strictly above
+    0 exactly when the "greater" p-value is below (1 − level)/2. Samples with zero spread (e.g. an
+    A/A test scored on one log, Δ_τ ≡ 0) have se = 0; then z = ±inf by the sign of the mean and
+    z = 0 (p = 1/2) at mean 0, the z-test's limit as se → 0.
+    samples: f[..., N, ...], N >= 2 usable per row; nan_policy as in `mean_ci`.
+    Returns p, f64 of samples' shape without ``axis`` (a float for 1-D).
+    """
+    _check_choice(alternative, ALTERNATIVES, "alternative")
+    values, use = _samples(samples, axis, nan_policy)
+    mean, se, _ = _mean_se(values, use)
+    return _scalar(np.asarray(_one_sided(mean, se, alternative)))
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """Per-setting intervals and the summary rates returned by `sensitivity_summary`.
+
+    Rates over an empty group (no truly improving settings for ``tpr``, ``mean_p_value`` and
+    ``sign_agreement``; no other settings for ``fpr``) are NaN: a share of nothing is undefined.
+    """
+    mean: np.ndarray            # f64[S]  mean Δ of each setting
+    low: np.ndarray             # f64[S]  lower bound of its normal CI at `level`
+    high: np.ndarray            # f64[S]  upper bound
+    se: np.ndarray              # f64[S]  standard error of the mean
+    p_value: np.ndarray         # f64[S]  one-sided, H₀: E[Δ] <= 0
+    significant: np.ndarray     # bool[S] low > 0: the CI is strictly positive
+    truly_positive: np.ndarray  # bool[S] the setting truly improves (online ground truth)
+    tpr: float                  # share of truly improving settings that are significant
+    fpr: float                  # share of the other settings (A/A or harmful) that are significant
+    mean_p_value: float         # mean p_value over the truly improving settings
+    sign_agreement: float       # share of truly improving settings with mean Δ > 0
+    n_positive: int             # number of truly improving settings
+    n_negative: int             # number of other settings
+
+
+def _settings(differences, mask) -> tuple[np.ndarray, np.ndarray]:
+    """Per-setting differences padded to f64[S, N_max] and the mask of present entries, bool[S, N_max]."""
+    if isinstance(differences, (list, tuple)):
+        if mask is not None:
+            raise ValueError("mask applies to a 2-D differences array; a list of per-setting arrays "
+                             "needs no mask (give each setting only its own trajectories)")
+        if len(differences) == 0:
+            raise ValueError("differences must hold at least one setting, got an empty list")
+        rows = [_float_array(row, f"differences[{s}]") for s, row in enumerate(differences)]
+        for s, row in enumerate(rows):
+            if row.ndim != 1:
+                raise ValueError(f"differences[{s}] must be a 1-D array of per-trajectory differences, "
+                                 f"got shape {row.shape}")
+        values = np.zeros((len(rows), max(row.size for row in rows)))
+        present = np.zeros(values.shape, bool)
+        for s, row in enumerate(rows):
+            values[s, :row.size], present[s, :row.size] = row, True
+        return values, present
+    values = _float_array(differences, "differences")
+    if values.ndim != 2:
+        raise ValueError(f"differences must be a list of 1-D arrays (one per setting) or a 2-D array "
+                         f"[settings, trajectories], got shape {values.shape}")
+    if mask is None:
+        return values, np.ones(values.shape, bool)
+    present = np.asarray(mask)
+    if present.dtype != bool or present.shape != values.shape:
+        raise ValueError(f"mask must be a bool array of the shape of differences {values.shape} "
+                         f"(True = trajectory present), got {present.dtype} {present.shape}")
+    return values, present
+
+
+def sensitivity_summary(differences, truly_positive, level: float = 0.99, *, mask=None,
+                        nan_policy: str = "raise") -> Sensitivity:
+    """Offline sensitivity to known online effects (Jeunen et al. KDD'24 §6.2, Fig. 1; DESIGN
+    "Statistics"). For each setting s with per-trajectory differences Δ_τ = f_τ(R_t) − f_τ(R₀):
+
+        mean_s, normal CI [low_s, high_s] at ``level`` (`mean_ci`), p_s = 1 − Φ(mean_s / se_s) (`one_sided_p`),
+        significant_s = low_s > 0   (equivalently p_s < (1 − level)/2)
+
+    and over the settings, with P the truly improving ones and N the others (A/A or harmful):
+
+        TPR = |{s ∈ P: significant_s}| / |P|,   FPR = |{s ∈ N: significant_s}| / |N|,
+        mean p-value = mean_{s ∈ P} p_s,         sign agreement = |{s ∈ P: mean_s > 0}| / |P|.
+
+    differences: a list of S 1-D arrays (one per setting, lengths may differ), or f[S, N] with an
+    optional ``mask`` bool[S, N] (True = the trajectory belongs to the setting; masked-out entries
+    are ignored whatever they hold). Each setting needs >= 2 usable trajectories.
+    truly_positive: bool[S], the online ground truth. nan_policy as in `mean_ci`.
+    """
+    level = _check_probability_level(level, "level")
+    _check_choice(nan_policy, NAN_POLICIES, "nan_policy")
+    values, present = _settings(differences, mask)
+    positive = np.asarray(truly_positive)
+    if positive.dtype != bool or positive.shape != values.shape[:1]:
+        raise ValueError(f"truly_positive must be a bool array with one entry per setting "
+                         f"({values.shape[0]}), got {positive.dtype} {positive.shape}")
+    use = _usable(values, present, nan_policy, "differences")
+    mean, se, count = _mean_se(values, use)
+    half = _half_width(se, count, level, "normal")
+    p_value = _one_sided(mean, se, "greater")
+    significant = mean - half > 0
+
+    def share(flags: np.ndarray) -> float:
+        return float(np.mean(flags)) if flags.size else float("nan")
+
+    return Sensitivity(
+        mean=mean, low=mean - half, high=mean + half, se=se, p_value=p_value,
+        significant=significant, truly_positive=positive,
+        tpr=share(significant[positive]), fpr=share(significant[~positive]),
+        mean_p_value=share(p_value[positive]), sign_agreement=share(mean[positive] > 0),
+        n_positive=int(positive.sum()), n_negative=int((~positive).sum()))
+
+
+# --------------------------------------------------------------------------------------------
+# Monte Carlo summaries and multiple testing
+# --------------------------------------------------------------------------------------------
+
+def bias_rmse(estimates, truth, *, axis: int = -1):
+    """Bias and root-mean-square error of estimates over replications along ``axis``:
+
+        bias = (1/R) Σ_r (θ̂_r − θ),   RMSE = sqrt((1/R) Σ_r (θ̂_r − θ)²),   RMSE² = bias² + Var₀(θ̂)
+
+    (Var₀ the variance with divisor R). estimates: f[..., R, ...] with R >= 1 replications; truth: the
+    true value(s), broadcastable to the shape of estimates without ``axis`` (e.g. a scalar, or f[M]
+    for estimates f[M, R]). Returns (bias, rmse), each f64 of that shape (floats for 1-D input).
+    To test bias = 0, use `mean_ci` on estimates − truth.
+    """
+    values = _float_array(estimates, "estimates")
+    if values.ndim == 0:
+        raise ValueError("estimates must be at least 1-D (replications along `axis`), got a scalar")
+    _check_finite(values, "estimates")
+    values = np.moveaxis(values, axis, -1)
+    if values.shape[-1] == 0:
+        raise ValueError("estimates has no replications along `axis`")
+    true_values = _float_array(truth, "truth")
+    _check_finite(true_values, "truth")
+    lead = values.shape[:-1]
+    try:
+        fits = np.broadcast_shapes(true_values.shape, lead) == lead
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"truth of shape {true_values.shape} must broadcast to the shape of estimates "
+                         f"without the replication axis, {lead}")
+    errors = values - true_values[..., None]
+    bias = errors.mean(axis=-1)
+    rmse = np.sqrt(np.mean(errors * errors, axis=-1))
+    return _scalar(np.asarray(bias)), _scalar(np.asarray(rmse))
+
+
+def holm_bonferroni(p_values, alpha: float = 0.05):
+    """Holm's step-down correction of a family of m tests along the last axis (Holm, Scand. J.
+    Statist. 1979, "A simple sequentially rejective multiple test procedure"): with the p-values
+    sorted, p₍₁₎ <= ... <= p₍ₘ₎,
+
+        adjusted p₍ₖ₎ = min(1, max_{j <= k} (m − j + 1) · p₍ⱼ₎),   reject H₍ₖ₎ iff adjusted p₍ₖ₎ <= alpha,
+
+    which controls the family-wise error rate at alpha under any dependence (the same as
+    statsmodels' ``multipletests(method="holm")``). p_values: f[..., m] in [0, 1], m >= 1, each row
+    one family. Returns (reject bool[..., m], adjusted f64[..., m]) in the input order.
+    """
+    alpha = _check_probability_level(alpha, "alpha")
+    p = _float_array(p_values, "p_values")
+    if p.ndim == 0 or p.shape[-1] == 0:
+        raise ValueError(f"p_values must hold at least one p-value along the last axis, got shape {p.shape}")
+    _check_finite(p, "p_values")
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError("p_values must lie in [0, 1]")
+    m = p.shape[-1]
+    order = np.argsort(p, axis=-1, kind="stable")
+    scaled = (m - np.arange(m)) * np.take_along_axis(p, order, axis=-1)
+    adjusted = np.empty_like(p)
+    np.put_along_axis(adjusted, order, np.minimum(1.0, np.maximum.accumulate(scaled, axis=-1)), axis=-1)
+    return adjusted <= alpha, adjusted

@@ -1,0 +1,429 @@
+"""simrec.stats against independent references: scipy / statsmodels, brute-force loops over
+pairs, closed forms, and Monte Carlo coverage with tolerances from the binomial standard error."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import DescrStatsW
+
+from simrec import stats
+
+
+# ---- Pearson -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", [3, 5, 7, 30, 192])
+def test_pearson_matches_scipy(n):
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        x = rng.normal(size=n)
+        y = 0.6 * x + rng.normal(size=n)
+        r, p = stats.pearson(x, y)
+        expected = scipy_stats.pearsonr(x, y)
+        assert r == pytest.approx(expected.statistic, rel=1e-12, abs=1e-14)
+        assert p == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-300)
+        assert isinstance(r, float) and isinstance(p, float)
+
+
+def test_pearson_closed_forms():
+    r, p = stats.pearson([1, 2, 3, 4], [1, 3, 2, 4])  # Σdxdy = 4, Σdx² = Σdy² = 5
+    assert r == pytest.approx(0.8, abs=1e-15)
+    # n = 4: T_2 has P(|T| >= t) = 1 − t / sqrt(t² + 2), and t / sqrt(t² + 2) = |r|, so p = 1 − |r|
+    assert p == pytest.approx(0.2, abs=1e-12)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        r, p = stats.pearson(rng.normal(size=4), rng.normal(size=4))
+        assert p == pytest.approx(1 - abs(r), abs=1e-12)
+    assert stats.pearson([1, 2, 3], [2, 4, 6]) == (pytest.approx(1.0), 0.0)
+    assert stats.pearson([1, 2, 3, 4], [8, 6, 4, 2]) == (pytest.approx(-1.0), 0.0)
+
+
+def test_pearson_is_affine_invariant_and_vectorised():
+    rng = np.random.default_rng(1)
+    online = rng.normal(size=7)
+    offline = online + rng.normal(size=(4, 7))
+    r, p = stats.pearson(offline, online)  # leading axis broadcast against one online series
+    assert r.shape == p.shape == (4,)
+    for v in range(4):
+        rv, pv = stats.pearson(offline[v], online)
+        assert (r[v], p[v]) == (pytest.approx(rv, abs=1e-14), pytest.approx(pv, rel=1e-12))
+        assert stats.pearson(3.0 * offline[v] - 5.0, online)[0] == pytest.approx(rv, abs=1e-12)
+        assert stats.pearson(-offline[v], online)[0] == pytest.approx(-rv, abs=1e-12)
+    huge = stats.pearson(offline[0] * 1e300, online)[0]  # no overflow in the products
+    assert huge == pytest.approx(r[0], abs=1e-12)
+
+
+@pytest.mark.parametrize("x, y, match", [
+    ([1, 2, 3], [1, 2], "same length"),
+    ([1, 2], [3, 4], "at least 3"),
+    ([1, 1, 1], [1, 2, 3], "x is constant"),
+    ([0.1] * 5, [1, 2, 3, 4, 5], "x is constant"),
+    ([1, 2, 3], [4, 4, 4], "y is constant"),
+    ([1, np.nan, 3], [1, 2, 3], "x contains NaN"),
+    ([1, 2, 3], [1, np.inf, 3], "y contains ±inf"),
+    (1.0, [1, 2, 3], "scalar"),
+    (["a", "b", "c"], [1, 2, 3], "array of numbers"),
+    (np.ones((2, 4)), np.ones((3, 4)), "do not broadcast"),
+])
+def test_pearson_rejects_bad_input(x, y, match):
+    with pytest.raises(ValueError, match=match):
+        stats.pearson(x, y)
+
+
+# ---- Kendall and pair counting -------------------------------------------------------------------
+
+def brute_pairs(x, y):
+    """(concordant, discordant, tied x only, tied y only, tied both) by a double loop."""
+    c = d = tx = ty = tb = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+        if dx == 0 and dy == 0:
+            tb += 1
+        elif dx == 0:
+            tx += 1
+        elif dy == 0:
+            ty += 1
+        elif dx == dy:
+            c += 1
+        else:
+            d += 1
+    return c, d, tx, ty, tb
+
+
+def brute_tau_b(x, y):
+    c, d, tx, ty, tb = brute_pairs(x, y)
+    n0 = len(x) * (len(x) - 1) / 2
+    return (c - d) / math.sqrt((n0 - tx - tb) * (n0 - ty - tb))
+
+
+def brute_inversion_rate(a, b):
+    disagree = compared = 0
+    for i, j in itertools.combinations(range(len(a)), 2):
+        da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
+        if da == 0 and db == 0:
+            continue
+        compared += 1
+        disagree += da != db  # one tie and one strict order, or opposite orders
+    return disagree / compared
+
+
+def test_kendall_hand_case():
+    tau, _ = stats.kendall_tau([1, 2, 3], [1, 3, 2])  # C = 2, D = 1
+    assert tau == pytest.approx(1 / 3, abs=1e-15)
+    tau, _ = stats.kendall_tau([1, 1, 2, 3], [1, 2, 2, 3])  # C = 4, D = 0, one tie in each: 4/5
+    assert tau == pytest.approx(4 / 5, abs=1e-15)
+
+
+@pytest.mark.parametrize("n, levels", [(3, 10), (8, 3), (25, 1000), (40, 4), (192, 20)])
+def test_kendall_matches_scipy_and_brute_force(n, levels):
+    rng = np.random.default_rng(n)
+    for _ in range(4):
+        x = rng.integers(0, levels, size=n).astype(float)
+        y = x + rng.integers(0, levels, size=n)
+        if np.ptp(x) == 0 or np.ptp(y) == 0:
+            continue
+        tau, p = stats.kendall_tau(x, y)
+        expected = scipy_stats.kendalltau(x, y, method="asymptotic")
+        assert tau == pytest.approx(expected.statistic, abs=1e-12)
+        assert tau == pytest.approx(brute_tau_b(x, y), abs=1e-12)
+        assert p == pytest.approx(expected.pvalue, rel=1e-9, abs=1e-300)
+
+
+def test_kendall_rejects_bad_input():
+    for x, y, match in [([1, 1, 1], [1, 2, 3], "x is constant"), ([1, 2, 3], [5, 5, 5], "y is constant"),
+                        ([1, 2], [1, 2], "at least 3"), ([1, 2, 3], [1, 2, 3, 4], "same length"),
+                        (np.ones((2, 3)), np.ones((2, 3)), "1-D"), ([1, 2, np.nan], [1, 2, 3], "NaN")]:
+        with pytest.raises(ValueError, match=match):
+            stats.kendall_tau(x, y)
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ([1, 2, 3], [1, 2, 3], 0.0),
+    ([1, 2, 3], [3, 2, 1], 1.0),
+    ([1, 1, 2], [5, 6, 7], 1 / 3),     # tied on a only: a disagreement
+    ([1, 2, 3], [5, 5, 7], 1 / 3),     # tied on b only: a disagreement
+    ([1, 1, 2], [5, 5, 7], 0.0),       # tied on both: skipped
+    ([1, 1, 2, 0], [5, 5, 7, 6], 2 / 5),    # {0,1} skipped; {0,3}, {1,3} inverted
+])
+def test_inversion_rate_hand_cases(a, b, expected):
+    assert stats.pairwise_inversion_rate(a, b) == pytest.approx(expected, abs=1e-15)
+    assert brute_inversion_rate(np.asarray(a), np.asarray(b)) == pytest.approx(expected, abs=1e-15)
+
+
+def test_inversion_rate_matches_brute_force_with_ties():
+    rng = np.random.default_rng(7)
+    for n, levels in [(2, 2), (5, 2), (12, 3), (40, 5), (192, 30)]:
+        for _ in range(3):
+            a = rng.integers(0, levels, size=n).astype(float)
+            b = np.where(rng.random(n) < 0.5, a, rng.integers(0, levels, size=n))
+            if brute_pairs(a, b)[4] == n * (n - 1) // 2:
+                continue
+            assert stats.pairwise_inversion_rate(a, b) == pytest.approx(brute_inversion_rate(a, b), abs=1e-14)
+
+
+def test_inversion_rate_is_one_minus_tau_over_two_without_ties():
+    rng = np.random.default_rng(8)
+    a = rng.normal(size=60)
+    b = a + rng.normal(size=60)
+    tau, _ = stats.kendall_tau(a, b)
+    assert stats.pairwise_inversion_rate(a, b) == pytest.approx((1 - tau) / 2, abs=1e-14)
+
+
+def test_pair_counts_in_blocks(monkeypatch):
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 6, size=37).astype(float)
+    b = rng.integers(0, 6, size=37).astype(float)
+    whole = stats.pairwise_inversion_rate(a, b)
+    monkeypatch.setattr(stats, "_PAIR_BLOCK_ELEMENTS", 100)  # 2 rows per block, many blocks
+    assert stats.pairwise_inversion_rate(a, b) == whole == pytest.approx(brute_inversion_rate(a, b))
+
+
+def test_inversion_rate_rejects_bad_input():
+    with pytest.raises(ValueError, match="tied on both"):
+        stats.pairwise_inversion_rate([1, 1, 1], [2, 2, 2])
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.pairwise_inversion_rate([1], [2])
+    with pytest.raises(ValueError, match="same length"):
+        stats.pairwise_inversion_rate([1, 2], [2, 3, 4])
+
+
+# ---- Means, intervals, one-sided tests -------------------------------------------------------------
+
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_mean_ci_matches_statsmodels(level):
+    rng = np.random.default_rng(10)
+    x = rng.exponential(size=50) - 0.8
+    descr = DescrStatsW(x)
+    mean, low, high, se = stats.mean_ci(x, level)
+    assert mean == pytest.approx(x.mean(), abs=1e-15)
+    assert se == pytest.approx(descr.std_mean, rel=1e-12)
+    assert (low, high) == pytest.approx(descr.zconfint_mean(alpha=1 - level), rel=1e-12)
+    _, low, high, _ = stats.mean_ci(x, level, method="t")
+    assert (low, high) == pytest.approx(descr.tconfint_mean(alpha=1 - level), rel=1e-12)
+
+
+def test_mean_ci_is_vectorised_over_every_other_axis():
+    rng = np.random.default_rng(11)
+    samples = rng.normal(size=(3, 20, 4))
+    out = stats.mean_ci(samples, 0.95, "t", axis=1)
+    assert all(v.shape == (3, 4) for v in out)
+    for i, j in itertools.product(range(3), range(4)):
+        single = stats.mean_ci(samples[i, :, j], 0.95, "t")
+        assert tuple(v[i, j] for v in out) == pytest.approx(single, rel=1e-12)
+
+
+def test_nan_policy_omit_equals_dropping_nan():
+    rng = np.random.default_rng(12)
+    samples = rng.normal(size=(2, 30))
+    samples[0, [3, 7]] = np.nan
+    samples[1, 0] = np.nan
+    omitted = stats.mean_ci(samples, nan_policy="omit")
+    p = stats.one_sided_p(samples, nan_policy="omit")
+    for row in range(2):
+        clean = samples[row][~np.isnan(samples[row])]
+        assert tuple(v[row] for v in omitted) == pytest.approx(stats.mean_ci(clean), rel=1e-12)
+        assert p[row] == pytest.approx(stats.one_sided_p(clean), rel=1e-12)
+    with pytest.raises(ValueError, match="nan_policy='omit'"):
+        stats.mean_ci(samples)
+    with pytest.raises(ValueError, match="nan_policy='omit'"):
+        stats.one_sided_p(samples)
+
+
+def coverage(n, method, replications=20_000, level=0.99, seed=0):
+    """Share of replications of n N(1, 2²) samples whose interval contains the mean 1."""
+    samples = 1.0 + 2.0 * np.random.default_rng(seed).normal(size=(replications, n))
+    _, low, high, _ = stats.mean_ci(samples, level, method)
+    return np.mean((low <= 1.0) & (1.0 <= high))
+
+
+@pytest.mark.parametrize("n, method", [(5, "normal"), (400, "normal"), (5, "t")])
+def test_ci_coverage_monte_carlo(n, method):
+    # (mean − μ)/se follows T_{n−1} exactly for normal samples, so the normal interval's coverage is
+    # P(|T_{n−1}| <= z_{0.995}) (about 0.938 at n = 5, 0.9895 at n = 400) and the t interval's is 0.99.
+    replications, level = 20_000, 0.99
+    z = scipy_stats.norm.ppf((1 + level) / 2)
+    expected = level if method == "t" else 2 * scipy_stats.t.cdf(z, n - 1) - 1
+    se = math.sqrt(expected * (1 - expected) / replications)
+    assert abs(coverage(n, method, replications, level) - expected) <= 4 * se
+
+
+def test_normal_ci_undercovers_small_samples():
+    # the test above at n = 5 can tell the normal interval from an exact one: 0.938 vs 0.99
+    se = math.sqrt(0.99 * 0.01 / 20_000)
+    assert coverage(5, "normal", seed=1) < 0.99 - 10 * se
+
+
+def test_one_sided_p_matches_z_test_and_the_interval():
+    rng = np.random.default_rng(13)
+    samples = rng.normal(0.05, 1.0, size=(200, 100))
+    p_greater = stats.one_sided_p(samples)
+    p_less = stats.one_sided_p(samples, "less")
+    mean = samples.mean(axis=1)
+    se = samples.std(axis=1, ddof=1) / 10
+    assert p_greater == pytest.approx(1 - scipy_stats.norm.cdf(mean / se), abs=1e-12)
+    assert p_greater + p_less == pytest.approx(np.ones(200), abs=1e-12)
+    z_test = np.array([DescrStatsW(row).ztest_mean(0, alternative="larger")[1] for row in samples[:5]])
+    assert p_greater[:5] == pytest.approx(z_test, rel=1e-10)
+    _, low, _, _ = stats.mean_ci(samples, 0.99)
+    np.testing.assert_array_equal(low > 0, p_greater < 0.005)
+    assert 0 < np.sum(low > 0) < 200  # both outcomes occur, so the equality above is informative
+
+
+def test_one_sided_p_zero_spread():
+    assert stats.one_sided_p(np.zeros(10)) == 0.5
+    assert stats.one_sided_p(np.full(10, 2.0)) == 0.0
+    assert stats.one_sided_p(np.full(10, -2.0)) == 1.0
+    assert stats.one_sided_p(np.full(10, -2.0), "less") == 0.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(level=1.0), "level must be a number in \\(0, 1\\)"),
+    (dict(level=0.0), "level must be a number in \\(0, 1\\)"),
+    (dict(level=np.nan), "level"),
+    (dict(level=[0.9, 0.99]), "level"),
+    (dict(method="bootstrap"), "method must be one of"),
+    (dict(nan_policy="propagate"), "nan_policy must be one of"),
+    (dict(axis=3), "axis"),
+])
+def test_mean_ci_rejects_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        stats.mean_ci(np.ones((2, 5)), **kwargs)
+
+
+def test_mean_ci_and_p_reject_bad_samples():
+    for samples, kwargs, match in [([1.0], {}, "at least 2"), ([1.0, np.nan], dict(nan_policy="omit"), "at least 2"),
+                                   ([1.0, np.inf, 2.0], dict(nan_policy="omit"), "±inf"), (3.0, {}, "scalar")]:
+        with pytest.raises(ValueError, match=match):
+            stats.mean_ci(samples, **kwargs)
+        with pytest.raises(ValueError, match=match):
+            stats.one_sided_p(samples, **kwargs)
+    with pytest.raises(ValueError, match="alternative must be one of"):
+        stats.one_sided_p([1.0, 2.0], "two-sided")
+
+
+# ---- Sensitivity summary --------------------------------------------------------------------------
+
+def test_sensitivity_hand_made_settings():
+    base = np.array([-1.0, 1.0, -1.0, 1.0])  # mean 0, se = sqrt(4/3)/2
+    differences = [base + 5.0,                 # improving, clearly significant
+                   base + 0.5,                 # improving, not significant, mean > 0
+                   base - 0.5,                 # improving, mean < 0
+                   np.zeros(6),                # A/A on one log: Δ ≡ 0, CI [0, 0] is not strictly positive
+                   base + 5.0,                 # harmful online but significant offline: a false positive
+                   base - 5.0]                 # harmful, not significant
+    truly = np.array([True, True, True, False, False, False])
+    out = stats.sensitivity_summary(differences, truly, 0.99)
+    se = math.sqrt(4 / 3) / 2
+    z = scipy_stats.norm.ppf(0.995)
+    np.testing.assert_allclose(out.mean, [5, 0.5, -0.5, 0, 5, -5], atol=1e-15)
+    np.testing.assert_allclose(out.se, [se, se, se, 0, se, se], rtol=1e-12)
+    np.testing.assert_allclose(out.low, out.mean - z * out.se, rtol=1e-12)
+    np.testing.assert_array_equal(out.significant, [True, False, False, False, True, False])
+    assert out.p_value[3] == 0.5
+    assert out.p_value[1] == pytest.approx(scipy_stats.norm.sf(0.5 / se), rel=1e-12)
+    assert out.tpr == pytest.approx(1 / 3)
+    assert out.fpr == pytest.approx(1 / 3)
+    assert out.sign_agreement == pytest.approx(2 / 3)
+    assert out.mean_p_value == pytest.approx(np.mean(out.p_value[:3]), rel=1e-12)
+    assert (out.n_positive, out.n_negative) == (3, 3)
+
+
+def test_sensitivity_mask_and_list_agree_with_mean_ci():
+    rng = np.random.default_rng(14)
+    lengths = [30, 12, 25, 2]
+    rows = [rng.normal(loc, 1.0, size=n) for loc, n in zip([0.8, 0.1, -0.3, 2.0], lengths)]
+    padded = np.full((4, 30), np.inf)  # masked-out entries are ignored whatever they hold
+    mask = np.zeros((4, 30), bool)
+    for s, row in enumerate(rows):
+        padded[s, :row.size], mask[s, :row.size] = row, True
+    truly = np.array([True, True, False, False])
+    from_list = stats.sensitivity_summary(rows, truly, 0.95)
+    from_mask = stats.sensitivity_summary(padded, truly, 0.95, mask=mask)
+    for s, row in enumerate(rows):
+        mean, low, high, se = stats.mean_ci(row, 0.95)
+        for out in (from_list, from_mask):
+            assert (out.mean[s], out.low[s], out.high[s], out.se[s]) == pytest.approx((mean, low, high, se), rel=1e-12)
+            assert out.p_value[s] == pytest.approx(stats.one_sided_p(row), rel=1e-12)
+    assert from_list.tpr == from_mask.tpr and from_list.fpr == from_mask.fpr
+
+
+def test_sensitivity_empty_group_and_nan_policy():
+    rows = [np.array([1.0, -2.0, np.nan, 3.0]), np.array([0.1, -0.1, 0.2])]
+    out = stats.sensitivity_summary(rows, np.array([False, False]), nan_policy="omit")
+    assert math.isnan(out.tpr) and math.isnan(out.mean_p_value) and math.isnan(out.sign_agreement)
+    assert out.fpr == 0.0 and out.n_positive == 0
+    with pytest.raises(ValueError, match="nan_policy='omit'"):
+        stats.sensitivity_summary(rows, np.array([True, False]))
+
+
+@pytest.mark.parametrize("differences, truly, kwargs, match", [
+    ([np.ones(3)], np.array([1]), {}, "truly_positive must be a bool"),
+    ([np.ones(3)], np.array([True, False]), {}, "one entry per setting"),
+    ([np.ones(3)], np.array([True]), dict(mask=np.ones((1, 3), bool)), "needs no mask"),
+    (np.ones((2, 3)), np.array([True, False]), dict(mask=np.ones((2, 2), bool)), "mask must be a bool"),
+    (np.ones((2, 3)), np.array([True, False]), dict(mask=np.ones((2, 3))), "mask must be a bool"),
+    (np.ones(3), np.array([True]), {}, "2-D array"),
+    ([], np.array([], bool), {}, "at least one setting"),
+    ([np.ones((2, 2))], np.array([True]), {}, "differences\\[0\\] must be a 1-D"),
+    ([np.ones(1)], np.array([True]), {}, "at least 2"),
+    ([np.ones(3)], np.array([True]), dict(level=99), "level"),
+])
+def test_sensitivity_rejects_bad_input(differences, truly, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        stats.sensitivity_summary(differences, truly, **kwargs)
+
+
+# ---- Bias / RMSE and Holm --------------------------------------------------------------------------
+
+def test_bias_rmse():
+    bias, rmse = stats.bias_rmse([1.0, 3.0], 1.0)  # errors 0 and 2
+    assert (bias, rmse) == (1.0, pytest.approx(math.sqrt(2.0)))
+    rng = np.random.default_rng(15)
+    truth = np.array([0.0, 1.0, -2.0])
+    estimates = truth[:, None] + rng.normal(0.3, 1.0, size=(3, 50))
+    bias, rmse = stats.bias_rmse(estimates, truth)
+    for m in range(3):
+        errors = estimates[m] - truth[m]
+        assert bias[m] == pytest.approx(errors.mean(), abs=1e-14)
+        assert rmse[m] ** 2 == pytest.approx(bias[m] ** 2 + errors.var(), rel=1e-12)
+    bias_t, rmse_t = stats.bias_rmse(estimates.T, truth, axis=0)
+    np.testing.assert_allclose((bias_t, rmse_t), (bias, rmse), rtol=1e-14)
+    for estimates, truth, match in [(np.ones((3, 5)), np.ones(5), "must broadcast"),
+                                    (np.ones((3, 5)), np.ones((2, 3)), "must broadcast"),
+                                    ([1.0, np.nan], 0.0, "NaN"), ([1.0, 2.0], np.inf, "truth"),
+                                    (np.ones((3, 0)), 0.0, "no replications"), (1.0, 1.0, "scalar")]:
+        with pytest.raises(ValueError, match=match):
+            stats.bias_rmse(estimates, truth)
+
+
+def test_holm_matches_statsmodels():
+    rng = np.random.default_rng(16)
+    for m in [1, 2, 5, 40]:
+        for alpha in [0.01, 0.05]:
+            p = np.concatenate([rng.uniform(0, 0.02, m // 2), rng.uniform(0, 1, m - m // 2)])
+            reject, adjusted = stats.holm_bonferroni(p, alpha)
+            expected_reject, expected_adjusted, _, _ = multipletests(p, alpha, method="holm")
+            np.testing.assert_array_equal(reject, expected_reject)
+            np.testing.assert_allclose(adjusted, expected_adjusted, rtol=1e-12)
+    families = rng.uniform(0, 0.05, size=(3, 6))
+    reject, adjusted = stats.holm_bonferroni(families, 0.05)
+    for row in range(3):
+        np.testing.assert_allclose(adjusted[row], multipletests(families[row], 0.05, method="holm")[1], rtol=1e-12)
+
+
+def test_holm_hand_case():
+    reject, adjusted = stats.holm_bonferroni([0.01, 0.04, 0.03, 0.5], 0.05)
+    # sorted 0.01, 0.03, 0.04, 0.5 -> 4·0.01, max(.04, 3·0.03), max(.09, 2·0.04), max(.09, 0.5)
+    np.testing.assert_allclose(adjusted, [0.04, 0.09, 0.09, 0.5])
+    np.testing.assert_array_equal(reject, [True, False, False, False])
+
+
+@pytest.mark.parametrize("p, alpha, match", [
+    ([0.1, 1.2], 0.05, "in \\[0, 1\\]"), ([0.1, np.nan], 0.05, "NaN"), ([], 0.05, "at least one"),
+    ([0.1], 1.5, "alpha must be a number"), ([0.1], 0, "alpha"),
+])
+def test_holm_rejects_bad_input(p, alpha, match):
+    with pytest.raises(ValueError, match=match):
+        stats.holm_bonferroni(p, alpha)
