@@ -1,0 +1,371 @@
+"""Real interaction data: MovieLens-style files -> a sparse user x item matrix with id maps.
+
+Three layouts are read, each holding the columns user, item[, rating[, timestamp]] in this order:
+
+* ``"csv"``: comma-separated with one header line (names free, columns taken by position), e.g.
+  MovieLens ``ratings.csv`` (``userId,movieId,rating,timestamp``);
+* ``"tsv"``: tab-separated without header, e.g. MovieLens-100K ``u.data``;
+* ``"dat"``: ``::``-separated without header, e.g. MovieLens-1M/10M ``ratings.dat``.
+
+Ids are integers when every id in the column is one, text otherwise; rows and columns are the
+users and items in increasing id order. A file without a rating column gets rating 1.0 for every
+listed pair. A malformed file (a missing or extra field, a non-numeric rating or timestamp, a blank
+line inside the data, a repeated (user, item) pair, an empty file) raises ValueError naming the
+file and the 1-based line number.
+
+Preprocessing follows the papers: `binarize` keeps ratings >= a threshold as positives (Lim §6:
+4 and 5 stars; Jeunen App. A: ratings >= 4), `filter_min_counts` takes the (min_user, min_item)
+core (Jeunen App. A: items with >= 5 users), `densify_top` keeps the most active users and most
+popular items (Lim §6). Per-user train/test splits are `simrec.missing.split_per_user`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+__all__ = [
+    "FORMATS", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
+    "filter_ratings", "filter_min_counts", "densify_top",
+]
+
+FORMATS = ("csv", "tsv", "dat")
+_SEPARATORS = {"csv": ",", "tsv": "\t", "dat": "::"}
+_COLUMNS = ("user", "item", "rating", "timestamp")
+
+
+@dataclass(frozen=True)
+class Interactions:
+    """A user x item interaction matrix with the original ids of its rows and columns.
+
+    ratings: f32 CSR [U, I] with sorted column indices and one stored entry per listed pair (a
+        rating of 0 stays stored); user_ids [U] and item_ids [I]: the original ids (int64 or
+        text), strictly increasing, so row u is user user_ids[u]; timestamps: i64[nnz] aligned
+        with ratings.data (entry order of the CSR), or None when the file had no timestamps.
+    """
+    ratings: sp.csr_matrix
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+    timestamps: np.ndarray | None = None
+
+    def __post_init__(self):
+        if not sp.issparse(self.ratings) or self.ratings.format != "csr" \
+                or self.ratings.dtype != np.float32:
+            raise ValueError(f"ratings must be a float32 scipy.sparse CSR matrix, got "
+                             f"{type(self.ratings).__name__} of dtype {self.ratings.dtype}")
+        if self.ratings.shape != (len(self.user_ids), len(self.item_ids)):
+            raise ValueError(f"ratings has shape {self.ratings.shape} but there are "
+                             f"{len(self.user_ids)} user ids and {len(self.item_ids)} item ids")
+        for name, ids in (("user_ids", self.user_ids), ("item_ids", self.item_ids)):
+            if len(ids) > 1 and not np.all(ids[1:] > ids[:-1]):
+                raise ValueError(f"{name} must be strictly increasing (one row/column per id)")
+        if self.timestamps is not None and self.timestamps.shape != (self.ratings.nnz,):
+            raise ValueError(f"timestamps must have one entry per stored rating "
+                             f"({self.ratings.nnz}), got shape {self.timestamps.shape}")
+
+
+# --------------------------------------------------------------------------------------------
+# Reading files
+# --------------------------------------------------------------------------------------------
+
+def _detect_format(path: Path, first_line: str) -> str:
+    """The layout from the file name (``*.csv``, ``*.dat``, ``*.tsv``, ``u.data``) or else
+    from the separator found in the first line."""
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv", ".dat"):
+        return suffix[1:]
+    if path.name == "u.data":
+        return "tsv"
+    for fmt in ("dat", "tsv", "csv"):
+        if _SEPARATORS[fmt] in first_line:
+            return fmt
+    raise ValueError(f"{path}: cannot tell the format from the name or the first line; "
+                     f"pass format= one of {FORMATS}")
+
+
+def _fail(path: Path, line: int, problem: str) -> ValueError:
+    return ValueError(f"{path}, line {line}: {problem}")
+
+
+def _read_fields(path: Path, fmt: str, n_columns: int, header: bool) -> pd.DataFrame:
+    """The raw table: one row per line after the header, columns 0..n_columns-1 (NaN = missing)."""
+    if fmt == "dat":            # "::" as ":" with empty fields between (the fast C parser)
+        names, sep = list(range(2 * n_columns - 1)), ":"
+    else:
+        names, sep = list(range(n_columns)), _SEPARATORS[fmt]
+    try:
+        table = pd.read_csv(path, sep=sep, header=None, names=names, skiprows=int(header),
+                            skip_blank_lines=False, engine="c")
+    except pd.errors.ParserError as error:           # "Expected n fields in line L, saw m"
+        found = re.search(r"line (\d+), saw (\d+)", str(error))
+        if found is None:
+            raise ValueError(f"{path}: cannot parse: {error}") from error
+        line, saw = int(found.group(1)), int(found.group(2))
+        if fmt == "dat":
+            saw = (saw + 1) // 2
+        raise _fail(path, line, f"{saw} fields, expected {n_columns}") from error
+    first_line = 1 + int(header)
+    if fmt == "dat":
+        spacers = table[names[1::2]].notna().any(axis=1).to_numpy()
+        if spacers.any():
+            row = int(np.flatnonzero(spacers)[0])
+            raise _fail(path, row + first_line, "fields must be separated by '::'")
+        table = table[names[::2]]
+        table.columns = range(n_columns)
+    empty = table.isna().all(axis=1).to_numpy()
+    n_rows = len(empty) - int(np.argmin(empty[::-1])) if not empty.all() else 0
+    if empty[:n_rows].any():                          # trailing blank lines are not data
+        raise _fail(path, int(np.flatnonzero(empty)[0]) + first_line, "blank line inside the data")
+    return table.iloc[:n_rows]
+
+
+def _ids(column: pd.Series, path: Path, first_line: int, what: str) -> np.ndarray:
+    """Ids as int64 when all are integers, else as text; a missing id is an error."""
+    missing = column.isna().to_numpy()
+    if missing.any():
+        raise _fail(path, int(np.flatnonzero(missing)[0]) + first_line, f"missing {what} id")
+    values = column.to_numpy()
+    if np.issubdtype(values.dtype, np.integer):
+        return values.astype(np.int64)
+    if np.issubdtype(values.dtype, np.floating):
+        fractional = values != np.floor(values)
+        if fractional.any():
+            row = int(np.flatnonzero(fractional)[0])
+            raise _fail(path, row + first_line, f"{what} id {values[row].item()!r} is not an "
+                        "integer; ids must be integers or text")
+        return values.astype(np.int64)
+    return values.astype(str)
+
+
+def _numbers(column: pd.Series, path: Path, first_line: int, what: str) -> np.ndarray:
+    """f64 values of a numeric column; missing, non-numeric or infinite values are errors."""
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raw = column.iloc[row]
+        problem = f"missing {what}" if pd.isna(raw) else f"{what} {raw!r} is not a finite number"
+        raise _fail(path, row + first_line, problem)
+    return values
+
+
+def _timestamps(column: pd.Series, path: Path, first_line: int) -> np.ndarray:
+    """i64 timestamps (kept exact when the column parses as integers, e.g. nanoseconds)."""
+    if np.issubdtype(column.dtype, np.integer):
+        return column.to_numpy(dtype=np.int64)
+    stamps = _numbers(column, path, first_line, "timestamp")
+    fractional = stamps != np.floor(stamps)
+    if fractional.any():
+        row = int(np.flatnonzero(fractional)[0])
+        raise _fail(path, row + first_line, f"timestamp {stamps[row].item()!r} is not an integer")
+    return stamps.astype(np.int64)
+
+
+def _first_line(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as file:
+        for line in file:
+            return line.rstrip("\r\n")
+    return ""
+
+
+def load_interactions(path, format: str | None = None) -> Interactions:
+    """Read an interaction file (see the module docstring for the layouts).  Returns `Interactions`.
+
+    format: one of `FORMATS`, or None to infer it from the file name, else from the separator in
+    the first line. The number of columns (2 to 4: user, item[, rating[, timestamp]]) is that of
+    the first line.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    first = _first_line(path)
+    if not first.strip():
+        raise ValueError(f"{path}, line 1: blank; the file is empty or starts with a blank line")
+    fmt = _detect_format(path, first) if format is None else format
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS} or None, got {format!r}")
+    fields = first.split(_SEPARATORS[fmt])
+    if not 2 <= len(fields) <= 4:
+        raise _fail(path, 1, f"{len(fields)} fields; expected user, item[, rating[, timestamp]] "
+                    f"separated by {_SEPARATORS[fmt]!r} (is format={fmt!r} right?)")
+    header = fmt == "csv"
+    if header and all(_is_number(field) for field in fields):
+        raise _fail(path, 1, "a csv file needs a header line (e.g. userId,movieId,rating,"
+                    "timestamp) but line 1 holds numbers; add a header")
+    table = _read_fields(path, fmt, len(fields), header)
+    first_row_line = 1 + int(header)
+    if len(table) == 0:
+        raise ValueError(f"{path}: no interactions after the header (line {first_row_line})")
+    users = _ids(table[0], path, first_row_line, "user")
+    items = _ids(table[1], path, first_row_line, "item")
+    ratings = (_numbers(table[2], path, first_row_line, "rating") if len(fields) > 2
+               else np.ones(len(table)))
+    timestamps = None
+    if len(fields) > 3:
+        timestamps = _timestamps(table[3], path, first_row_line)
+    user_ids, rows = np.unique(users, return_inverse=True)
+    item_ids, cols = np.unique(items, return_inverse=True)
+    order = np.lexsort((cols, rows))
+    same = (rows[order][1:] == rows[order][:-1]) & (cols[order][1:] == cols[order][:-1])
+    if same.any():
+        first_seen, again = sorted(order[np.flatnonzero(same)[0]:][:2])
+        raise _fail(path, int(again) + first_row_line,
+                    f"repeats the (user, item) pair of line {int(first_seen) + first_row_line}")
+    return _from_entries(rows[order], cols[order], ratings[order],
+                         None if timestamps is None else timestamps[order], user_ids, item_ids)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _from_entries(rows, cols, ratings, timestamps, user_ids, item_ids) -> Interactions:
+    """Interactions from entries sorted by (row, column), without duplicates."""
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(user_ids)))])
+    matrix = sp.csr_matrix((np.asarray(ratings, np.float32), np.asarray(cols, np.int32), indptr),
+                           shape=(len(user_ids), len(item_ids)))
+    return Interactions(matrix, user_ids, item_ids, timestamps)
+
+
+# --------------------------------------------------------------------------------------------
+# Ids
+# --------------------------------------------------------------------------------------------
+
+def _lookup(known: np.ndarray, ids, what: str) -> np.ndarray:
+    ids = np.asarray(ids)
+    if (known.dtype.kind == "U") != (ids.dtype.kind == "U") or ids.dtype.kind not in "iuU":
+        raise ValueError(f"{what} ids must be {'text' if known.dtype.kind == 'U' else 'integers'} "
+                         f"like the data's, got dtype {ids.dtype}")
+    index = np.clip(np.searchsorted(known, ids), 0, max(len(known) - 1, 0))
+    unknown = (known[index] != ids) if len(known) else np.ones(ids.shape, bool)
+    if np.any(unknown):
+        first = ids[unknown].flat[0].item()
+        raise ValueError(f"unknown {what} id {first!r}; not in the data (or filtered out)")
+    return index.astype(np.int64)
+
+
+def user_index(interactions: Interactions, user_ids) -> np.ndarray:
+    """Row indices (i64, same shape) of original user ids; an unknown id is a ValueError."""
+    return _lookup(interactions.user_ids, user_ids, "user")
+
+
+def item_index(interactions: Interactions, item_ids) -> np.ndarray:
+    """Column indices (i64, same shape) of original item ids; an unknown id is a ValueError."""
+    return _lookup(interactions.item_ids, item_ids, "item")
+
+
+# --------------------------------------------------------------------------------------------
+# Preprocessing
+# --------------------------------------------------------------------------------------------
+
+def _check_threshold(threshold, name: str) -> float:
+    if isinstance(threshold, bool) or not np.isfinite(float(threshold)):
+        raise ValueError(f"{name} must be a finite number, got {threshold!r}")
+    return float(threshold)
+
+
+def binarize(interactions: Interactions, threshold: float) -> sp.csr_matrix:
+    """Positives = listed pairs with rating >= threshold (Lim §6, Jeunen App. A use 4 stars).
+
+    Keeps every user and item (rows and columns as in `interactions`).  Returns bool CSR [U, I].
+    """
+    threshold = _check_threshold(threshold, "threshold")
+    ratings = interactions.ratings
+    positive = ratings.data >= threshold
+    return _entries_matrix(ratings, positive).astype(bool)
+
+
+def _entries_matrix(matrix: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
+    """The CSR matrix holding the stored entries of `matrix` where keep[nnz] (order preserved)."""
+    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[keep], minlength=matrix.shape[0]))])
+    return sp.csr_matrix((matrix.data[keep], matrix.indices[keep], indptr), shape=matrix.shape)
+
+
+def filter_ratings(interactions: Interactions, min_rating: float) -> Interactions:
+    """The interactions with rating >= min_rating (same users and items; empty rows may remain,
+    `filter_min_counts` drops them)."""
+    min_rating = _check_threshold(min_rating, "min_rating")
+    keep = interactions.ratings.data >= min_rating
+    stamps = interactions.timestamps
+    return Interactions(_entries_matrix(interactions.ratings, keep), interactions.user_ids,
+                        interactions.item_ids, None if stamps is None else stamps[keep])
+
+
+def _subset(interactions: Interactions, keep_users: np.ndarray, keep_items: np.ndarray
+            ) -> Interactions:
+    """The sub-matrix of the kept users (bool[U]) and items (bool[I]), ids carried along."""
+    ratings = interactions.ratings
+    rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
+    keep = keep_users[rows] & keep_items[ratings.indices]
+    new_row = np.cumsum(keep_users) - 1
+    new_col = np.cumsum(keep_items) - 1
+    stamps = interactions.timestamps
+    return _from_entries(new_row[rows[keep]], new_col[ratings.indices[keep]], ratings.data[keep],
+                         None if stamps is None else stamps[keep],
+                         interactions.user_ids[keep_users], interactions.item_ids[keep_items])
+
+
+def _check_count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def filter_min_counts(interactions: Interactions, *, min_user: int = 1, min_item: int = 1
+                      ) -> Interactions:
+    """The (min_user, min_item) core: the largest sub-matrix in which every user has at least
+    min_user interactions and every item at least min_item users (Jeunen App. A: min_item=5).
+
+    Dropping an item can push a user below min_user and vice versa, so users and items failing
+    their bound are removed repeatedly until none does (a fixed point). The result is unique:
+    the union of two sub-matrices meeting both bounds meets them too, so every removal order ends
+    at the same largest one. The defaults (1, 1) drop empty users and items. Counts are of stored
+    entries, whatever their rating (apply `filter_ratings` first to count positives only).
+    """
+    min_user = _check_count(min_user, "min_user")
+    min_item = _check_count(min_item, "min_item")
+    ratings = interactions.ratings
+    rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
+    keep_users = np.ones(ratings.shape[0], bool)
+    keep_items = np.ones(ratings.shape[1], bool)
+    while True:
+        alive = keep_users[rows] & keep_items[ratings.indices]
+        user_ok = np.bincount(rows[alive], minlength=ratings.shape[0]) >= min_user
+        item_ok = np.bincount(ratings.indices[alive], minlength=ratings.shape[1]) >= min_item
+        new_users, new_items = keep_users & user_ok, keep_items & item_ok
+        if np.array_equal(new_users, keep_users) and np.array_equal(new_items, keep_items):
+            return _subset(interactions, keep_users, keep_items)
+        keep_users, keep_items = new_users, new_items
+
+
+def _top(counts: np.ndarray, n: int) -> np.ndarray:
+    """bool mask of the n largest counts (ties: lower index first)."""
+    keep = np.zeros(len(counts), bool)
+    keep[np.argsort(-counts, kind="stable")[:n]] = True
+    return keep
+
+
+def densify_top(interactions: Interactions, n_users: int, n_items: int) -> Interactions:
+    """Keep the n_items most popular items, then the n_users users with the most interactions
+    among them (Lim §6 densifies its data sets this way).
+
+    Popularity and activity are numbers of stored entries; ties go to the lower index (smaller
+    id). Fewer users or items than asked keeps them all. Rows and columns keep their id order.
+    """
+    for name, value in (("n_users", n_users), ("n_items", n_items)):
+        if _check_count(value, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {value!r}")
+    ratings = interactions.ratings
+    keep_items = _top(np.bincount(ratings.indices, minlength=ratings.shape[1]), n_items)
+    rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
+    user_counts = np.bincount(rows[keep_items[ratings.indices]], minlength=ratings.shape[0])
+    return _subset(interactions, _top(user_counts, n_users), keep_items)

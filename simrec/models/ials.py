@@ -1,0 +1,106 @@
+"""iALS / WMF with every missing entry as a weak zero (Hu, Koren, Volinsky ICDM'08; Steck's AllRank).
+
+Minimises Σ_{u,i} w_ui (p_ui - xᵤ·yᵢ)² + λ (Σᵤ ‖xᵤ‖² + Σᵢ ‖yᵢ‖²) with p_ui = 1, w_ui = 1 + α on
+observed pairs and p_ui = 0, w_ui = w₀ on all others, by alternating exact least squares (solved
+in float64 with numpy; the factors are returned as f32). With the Gram trick a row's normal
+equations only touch its observed items:
+(w₀ YᵀY + (1 + α - w₀) Σ_{i∈Oᵤ} yᵢyᵢᵀ + λI) xᵤ = (1 + α) Σ_{i∈Oᵤ} yᵢ, so no dense [U, I] matrix
+is ever formed. `fold_in` is that solve; it is also how new users get vectors with the item
+factors fixed (strong generalisation, FastML "Evaluating recommender systems").
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simrec.models.data import as_positive_csr
+from simrec.models.mf import MF, init_mf
+
+__all__ = ["ials", "fold_in"]
+
+
+def _check_weights(l2: float, unobserved_weight: float, alpha: float) -> None:
+    if not math.isfinite(l2) or l2 <= 0:
+        raise ValueError(f"l2 must be a finite number > 0 (the normal equations need it), got {l2}")
+    if not math.isfinite(unobserved_weight) or unobserved_weight < 0:
+        raise ValueError(f"unobserved_weight must be a finite number >= 0, got {unobserved_weight}")
+    if not math.isfinite(alpha) or alpha <= -1:
+        raise ValueError(f"alpha must be a finite number > -1 (observed weight 1 + alpha > 0), "
+                         f"got {alpha}")
+
+
+def fold_in(item_factors, observed, l2: float, *, unobserved_weight: float = 0.1, alpha: float = 0.0,
+            block_entries: int = 2**16) -> jax.Array:
+    """Least-squares user vectors with the item factors fixed (one half-step of iALS).
+
+    xᵤ = argmin_x Σᵢ w_ui (p_ui - x·yᵢ)² + λ‖x‖² with the weights and targets of the module
+    docstring, solved exactly per row in float64 (numpy). item_factors: f32[I, k]; observed:
+    scipy.sparse or dense [R, I] of the rows' observed items (rows may be empty: their vector is
+    0); l2 = λ > 0. Rows are grouped by degree (padded to the next power of two) and solved in
+    blocks of at most block_entries / max(width, k) rows, so memory stays at O(block_entries·k).
+    Returns f32[R, k].
+    """
+    _check_weights(l2, unobserved_weight, alpha)
+    factors = np.asarray(item_factors, np.float64)
+    if factors.ndim != 2:
+        raise ValueError(f"item_factors must be 2-D [items, k], got shape {factors.shape}")
+    if not np.all(np.isfinite(factors)):
+        raise ValueError("item_factors contains NaN or infinite values")
+    csr = as_positive_csr(observed, "observed", allow_empty=True)
+    if csr.shape[1] != factors.shape[0]:
+        raise ValueError(f"observed has {csr.shape[1]} items but item_factors has {factors.shape[0]} "
+                         f"rows; both must index the same catalogue")
+    if isinstance(block_entries, bool) or int(block_entries) != block_entries or block_entries < 1:
+        raise ValueError(f"block_entries must be a positive integer, got {block_entries}")
+    dim = factors.shape[1]
+    observed_weight = 1.0 + alpha
+    base = unobserved_weight * (factors.T @ factors) + l2 * np.eye(dim)
+    degree = np.diff(csr.indptr)
+    width_of = 1 << np.ceil(np.log2(np.maximum(degree, 1))).astype(np.int64)
+    indices = np.append(csr.indices, 0)  # position nnz: the item of padded entries
+    result = np.zeros((csr.shape[0], dim), np.float64)
+    for width in np.unique(width_of):
+        rows = np.flatnonzero(width_of == width)
+        rows_per_block = max(1, int(block_entries) // max(int(width), dim))
+        for start in range(0, rows.size, rows_per_block):
+            block = rows[start:start + rows_per_block]
+            mask = np.arange(width) < degree[block][:, None]
+            items = indices[np.where(mask, csr.indptr[block][:, None] + np.arange(width), csr.nnz)]
+            vectors = factors[items] * mask[..., None]
+            lhs = base + (observed_weight - unobserved_weight) * (vectors.transpose(0, 2, 1) @ vectors)
+            rhs = observed_weight * vectors.sum(axis=1)
+            result[block] = np.linalg.solve(lhs, rhs[..., None])[..., 0]
+    return jnp.asarray(result, jnp.float32)
+
+
+def ials(key: jax.Array, train, *, dim: int, l2: float, unobserved_weight: float = 0.1,
+         alpha: float = 0.0, iterations: int = 10, init_scale: float = 0.1,
+         callback: Callable[[int, MF], None] | None = None) -> MF:
+    """Alternating least squares for the objective of the module docstring.
+
+    train: scipy.sparse [U, I] of observed positives. User factors start at
+    `init_mf(key, U, I, dim, init_scale).user`; every iteration solves the items given the users,
+    then the users given the items, so the returned user vectors equal `fold_in(item, train, ...)`.
+    `callback(iteration, params)` runs after each iteration. Returns MF(user f32[U, k],
+    item f32[I, k], item_bias = 0).
+    """
+    _check_weights(l2, unobserved_weight, alpha)
+    if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
+        raise ValueError(f"iterations must be a positive integer, got {iterations}")
+    csr = as_positive_csr(train)
+    n_users, n_items = csr.shape
+    user = init_mf(key, n_users, n_items, dim, init_scale).user
+    weights = dict(unobserved_weight=unobserved_weight, alpha=alpha)
+    transposed = csr.T.tocsr()
+    bias = jnp.zeros((n_items,), jnp.float32)
+    for iteration in range(int(iterations)):
+        item = fold_in(user, transposed, l2, **weights)
+        user = fold_in(item, csr, l2, **weights)
+        if callback is not None:
+            callback(iteration, MF(user=user, item=item, item_bias=bias))
+    return MF(user=user, item=item, item_bias=bias)
+

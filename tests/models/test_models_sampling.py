@@ -1,0 +1,88 @@
+"""Samplers of simrec.models.data against brute-force enumeration and standard errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from simrec.models.data import (as_positive_csr, nth_unobserved, other_items, positive_sets,
+                                sample_pairs, unobserved_items)
+
+
+def _rows(rows, n_items):
+    """CSR from a list of item lists."""
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    indices = np.concatenate([np.asarray(r, int) for r in rows]) if indptr[-1] else np.zeros(0, int)
+    return sp.csr_matrix((np.ones(indptr[-1]), indices, indptr), shape=(len(rows), n_items))
+
+
+ROWS = [[0, 3, 4, 9], [], [1], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [9], [2, 5, 6]]
+
+
+def test_nth_unobserved_enumerates_the_complement_in_order():
+    sets = positive_sets(_rows(ROWS, 10))
+    complements = [[i for i in range(10) if i not in row] for row in ROWS]
+    users = np.concatenate([np.full(len(c), u) for u, c in enumerate(complements)])
+    ranks = np.concatenate([np.arange(len(c)) for c in complements])
+    got = jax.jit(nth_unobserved)(sets, jnp.asarray(users, jnp.int32), jnp.asarray(ranks, jnp.int32))
+    assert np.asarray(got).tolist() == sum(complements, [])
+
+
+def test_unobserved_items_uniform_on_complement():
+    sets = positive_sets(_rows(ROWS, 10))
+    n = 40_000
+    users = np.repeat(np.arange(len(ROWS)), n)
+    items, has = map(np.asarray, jax.jit(unobserved_items)(jax.random.key(0), sets,
+                                                           jnp.asarray(users, jnp.int32)))
+    for user, row in enumerate(ROWS):
+        complement = [i for i in range(10) if i not in row]
+        assert np.all(has[users == user] == bool(complement))
+        if not complement:
+            continue
+        counts = np.bincount(items[users == user], minlength=10)
+        assert counts[row].sum() == 0
+        p = 1 / len(complement)
+        se = np.sqrt(n * p * (1 - p))
+        assert np.all(np.abs(counts[complement] - n * p) <= 4 * se)
+
+
+def test_other_items_uniform_and_never_the_excluded_item():
+    n_items, n = 7, 70_000
+    excluded = jnp.array([0, 3, 6], jnp.int32)
+    draws = jax.jit(other_items, static_argnums=(2, 3))(jax.random.key(1), excluded, n_items, n)
+    draws = np.asarray(draws)
+    assert draws.shape == (3, n)
+    p = 1 / (n_items - 1)
+    se = np.sqrt(n * p * (1 - p))
+    for row, item in zip(draws, excluded.tolist()):
+        counts = np.bincount(row, minlength=n_items)
+        assert counts[item] == 0
+        assert np.all(np.abs(np.delete(counts, item) - n * p) <= 4 * se)
+
+
+def test_sample_pairs_uniform_user_then_uniform_positive():
+    sets = positive_sets(_rows(ROWS, 10))
+    n = 120_000
+    users, positives = jax.jit(sample_pairs, static_argnums=2)(jax.random.key(2), sets, n)
+    users, positives = np.asarray(users), np.asarray(positives)
+    active = [u for u, r in enumerate(ROWS) if r]
+    for user, row in enumerate(ROWS):
+        for item in range(10):
+            count = np.sum((users == user) & (positives == item))
+            p = (1 / len(active)) * (1 / len(row)) if item in row else 0.0
+            assert abs(count - n * p) <= 4 * np.sqrt(n * p * (1 - p))
+
+
+def test_as_positive_csr_binarises_and_validates():
+    csr = as_positive_csr(sp.csr_matrix(np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 0.5]])))
+    assert csr.dtype == bool and csr.toarray().tolist() == [[False, True, False], [True, False, True]]
+    with pytest.raises(ValueError, match="train"):
+        as_positive_csr(sp.csr_matrix((3, 4)))
+    with pytest.raises(ValueError, match="NaN"):
+        as_positive_csr(sp.csr_matrix(np.array([[np.nan, 1.0]])))
+    with pytest.raises(ValueError, match="negative"):
+        as_positive_csr(sp.csr_matrix(np.array([[-1.0, 1.0]])))
+    with pytest.raises(ValueError, match="2-D"):
+        as_positive_csr(np.ones(3))
+    with pytest.raises(ValueError, match="scipy.sparse"):
+        as_positive_csr([[1, 0]])

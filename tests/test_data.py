@@ -1,0 +1,242 @@
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from simrec.data import (Interactions, binarize, densify_top, filter_min_counts, filter_ratings,
+                         item_index, load_interactions, user_index)
+
+REAL_RATINGS = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ml-latest-small"
+                / "ratings.csv")
+
+# (user, item, rating, timestamp) rows shared by the format fixtures; ids deliberately unsorted
+ROWS = [(3, 10, 4.0, 100), (1, 20, 2.5, 101), (3, 20, 5.0, 102), (7, 10, 1.0, 103),
+        (1, 30, 4.5, 104)]
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _entries(data: Interactions) -> set:
+    """{(user id, item id, rating, timestamp or None)} read back through the id maps."""
+    coo = data.ratings.tocoo()
+    order = np.lexsort((coo.col, coo.row))           # CSR entry order = timestamps order
+    stamps = data.timestamps if data.timestamps is not None else [None] * data.ratings.nnz
+    return {(data.user_ids[coo.row[k]].item(), data.item_ids[coo.col[k]].item(),
+             float(coo.data[k]), None if stamps[j] is None else int(stamps[j]))
+            for j, k in enumerate(order)}
+
+
+@pytest.mark.parametrize("name, text", [
+    ("ratings.csv", "userId,movieId,rating,timestamp\n"
+     + "".join(f"{u},{i},{r},{t}\n" for u, i, r, t in ROWS)),
+    ("u.data", "".join(f"{u}\t{i}\t{r}\t{t}\n" for u, i, r, t in ROWS)),
+    ("ratings.dat", "".join(f"{u}::{i}::{r}::{t}\n" for u, i, r, t in ROWS)),
+])
+def test_movielens_formats_round_trip(tmp_path, name, text):
+    data = load_interactions(_write(tmp_path, name, text))
+    assert data.ratings.shape == (3, 3) and data.ratings.dtype == np.float32
+    assert list(data.user_ids) == [1, 3, 7] and list(data.item_ids) == [10, 20, 30]
+    assert _entries(data) == set(ROWS)
+    dense = data.ratings.toarray()
+    assert dense[user_index(data, 3), item_index(data, 20)] == 5.0
+    assert dense[user_index(data, 7), item_index(data, 30)] == 0.0
+
+
+def test_generic_csv_two_columns_gets_unit_ratings_and_text_ids(tmp_path):
+    path = _write(tmp_path, "clicks.csv", "who,what\nbob,x\nalice,y\nbob,y\n")
+    data = load_interactions(path)
+    assert list(data.user_ids) == ["alice", "bob"] and list(data.item_ids) == ["x", "y"]
+    assert data.timestamps is None
+    np.testing.assert_array_equal(data.ratings.toarray(), [[0, 1], [1, 1]])
+
+
+def test_generic_csv_three_columns_has_no_timestamps(tmp_path):
+    data = load_interactions(_write(tmp_path, "r.csv", "u,i,r\n2,5,3.5\n1,5,1\n"))
+    assert data.timestamps is None
+    assert _entries(data) == {(2, 5, 3.5, None), (1, 5, 1.0, None)}
+
+
+@pytest.mark.parametrize("name, text, expected", [
+    ("log.txt", "1::2::3\n", "dat"), ("log.txt", "1\t2\t3\n", "tsv"),
+    ("log.txt", "u,i\n1,2\n", "csv"), ("u.data", "1\t2\t3\n", "tsv"),
+])
+def test_format_detection_from_name_or_content(tmp_path, name, text, expected):
+    path = _write(tmp_path, name, text)
+    assert _entries(load_interactions(path)) == _entries(load_interactions(path, format=expected))
+    assert load_interactions(path).ratings.nnz == 1
+
+
+def test_explicit_format_overrides_the_name(tmp_path):
+    path = _write(tmp_path, "odd.csv", "1\t2\t5\n")      # a tab file with a misleading suffix
+    assert _entries(load_interactions(path, format="tsv")) == {(1, 2, 5.0, None)}
+
+
+def test_trailing_blank_lines_are_ignored(tmp_path):
+    data = load_interactions(_write(tmp_path, "u.data", "1\t2\t5\n\n\n"))
+    assert data.ratings.nnz == 1
+
+
+@pytest.mark.parametrize("name, text, where", [
+    ("r.csv", "u,i,r,t\n1,2,3,4\n1,3,4\n", "line 3"),                  # missing column
+    ("r.csv", "u,i,r,t\n1,2,3,4\n1,3,4,5,6\n", "line 3"),              # extra column
+    ("r.csv", "u,i,r,t\n1,2,3,4\n1,3,good,5\n", "line 3"),             # non-numeric rating
+    ("r.csv", "u,i,r,t\n1,2,3,4\n1,3,inf,5\n", "line 3"),              # infinite rating
+    ("r.csv", "u,i,r,t\n1,2,3,4\n1,3,4,5.5\n", "line 3"),              # fractional timestamp
+    ("r.csv", "u,i,r\n1,2,3\n\n1,3,4\n", "line 3: blank line"),        # blank line inside
+    ("r.csv", "u,i,r\n1,2,3\n1,3,4\n1,2,5\n", "line 4"),               # repeated pair
+    ("r.csv", "u,i,r\n1,2,3\n,3,4\n", "line 3"),                       # missing user id
+    ("r.csv", "u,i,r\n1,2.5,3\n", "line 2"),                           # fractional item id
+    ("r.csv", "1,2,3\n4,5,6\n", "line 1"),                             # no header
+    ("r.csv", "", "file is empty"),                                    # empty file
+    ("r.csv", "\nu,i\n1,2\n", "line 1"),                                # leading blank line
+    ("r.csv", "u,i,r\n", "no interactions"),                           # header only
+    ("r.csv", "only_one_column\n1\n", "line 1"),                       # too few fields
+    ("u.data", "1\t2\t3\t4\n1\t2\n", "line 2"),                        # tsv missing field
+    ("u.data", "1\t2\tx\t4\n", "line 1"),                              # tsv with a header
+    ("ratings.dat", "1::2::3::4\n1:3::4::5\n", "line 2"),              # single ':' separator
+    ("ratings.dat", "1::2::3::4\n1::3\n", "line 2"),                   # dat missing fields
+])
+def test_malformed_files_name_file_and_line(tmp_path, name, text, where):
+    path = _write(tmp_path, name, text)
+    with pytest.raises(ValueError) as error:
+        load_interactions(path)
+    assert str(path) in str(error.value) and where in str(error.value)
+
+
+def test_bad_format_and_missing_file(tmp_path):
+    path = _write(tmp_path, "r.csv", "u,i\n1,2\n")
+    with pytest.raises(ValueError, match="format must be one of"):
+        load_interactions(path, format="xlsx")
+    with pytest.raises(ValueError, match="no such file"):
+        load_interactions(tmp_path / "absent.csv")
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        load_interactions(_write(tmp_path, "log.txt", "1 2 3\n"))
+
+
+def _interactions(dense: np.ndarray, with_time: bool = True) -> Interactions:
+    """Interactions of a dense rating matrix (0 = not listed), ids 100+u and 200+i, timestamps
+    1000 * u + i so that each entry's timestamp tells where it came from."""
+    rows, cols = np.nonzero(dense)
+    matrix = sp.csr_matrix((dense[rows, cols].astype(np.float32), (rows, cols)), shape=dense.shape)
+    stamps = (1000 * rows + cols).astype(np.int64) if with_time else None
+    return Interactions(matrix, np.arange(dense.shape[0]) + 100, np.arange(dense.shape[1]) + 200,
+                        stamps)
+
+
+def test_binarize_and_filter_ratings_use_the_threshold():
+    dense = np.array([[5, 3.5, 0], [4, 0, 1], [0, 0, 4.5]], np.float32)
+    data = _interactions(dense)
+    np.testing.assert_array_equal(binarize(data, 4.0).toarray(), dense >= 4)
+    assert binarize(data, 4.0).dtype == bool
+    kept = filter_ratings(data, 4.0)
+    assert kept.ratings.shape == dense.shape
+    assert _entries(kept) == {e for e in _entries(data) if e[2] >= 4}
+    with pytest.raises(ValueError, match="threshold must be a finite number"):
+        binarize(data, float("nan"))
+
+
+def _brute_force_core(dense: np.ndarray, min_user: int, min_item: int):
+    """The union of all (user set, item set) whose induced sub-matrix meets both bounds."""
+    n_users, n_items = dense.shape
+    best_users, best_items = set(), set()
+    for users in itertools.product([False, True], repeat=n_users):
+        for items in itertools.product([False, True], repeat=n_items):
+            sub = dense[np.ix_(users, items)] != 0
+            if np.all(sub.sum(axis=1) >= min_user) and np.all(sub.sum(axis=0) >= min_item):
+                best_users |= set(np.flatnonzero(users))
+                best_items |= set(np.flatnonzero(items))
+    return sorted(best_users), sorted(best_items)
+
+
+@pytest.mark.parametrize("seed, min_user, min_item", [(0, 2, 2), (1, 1, 3), (2, 3, 1), (3, 2, 3)])
+def test_filter_min_counts_is_the_largest_core(seed, min_user, min_item):
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((5, 5)) < 0.55) * rng.integers(1, 6, (5, 5)).astype(np.float32)
+    data = _interactions(dense)
+    core = filter_min_counts(data, min_user=min_user, min_item=min_item)
+    users, items = _brute_force_core(dense, min_user, min_item)
+    assert list(core.user_ids) == [100 + u for u in users]
+    assert list(core.item_ids) == [200 + i for i in items]
+    np.testing.assert_array_equal(core.ratings.toarray(), dense[np.ix_(users, items)])
+    assert _entries(core) <= _entries(data)                   # timestamps travel with entries
+
+
+def test_filter_min_counts_needs_a_fixed_point():
+    # item 2 has 2 users, but user 1 only holds item 2 and one more: dropping item 0 (1 user)
+    # leaves user 1 with 1 item, which then takes item 2 below 2 users.
+    dense = np.array([[0, 1, 1, 1], [1, 0, 1, 0], [0, 1, 0, 1]], np.float32)
+    core = filter_min_counts(_interactions(dense), min_user=2, min_item=2)
+    assert list(core.user_ids) == [100, 102] and list(core.item_ids) == [201, 203]
+
+
+def test_filter_min_counts_validates_bounds():
+    with pytest.raises(ValueError, match="min_item must be an integer >= 0"):
+        filter_min_counts(_interactions(np.eye(2, dtype=np.float32)), min_item=-1)
+
+
+def test_densify_top_keeps_popular_items_then_active_users():
+    rng = np.random.default_rng(4)
+    dense = (rng.random((9, 8)) < 0.4).astype(np.float32) * 3
+    dense[:, 5] = 3                                           # a tie-free most popular item
+    data = _interactions(dense, with_time=False)
+    item_counts = (dense != 0).sum(axis=0)
+    items = sorted(sorted(range(8), key=lambda i: (-item_counts[i], i))[:4])
+    user_counts = (dense[:, items] != 0).sum(axis=1)
+    users = sorted(sorted(range(9), key=lambda u: (-user_counts[u], u))[:3])
+    dense_top = densify_top(data, n_users=3, n_items=4)
+    assert list(dense_top.user_ids) == [100 + u for u in users]
+    assert list(dense_top.item_ids) == [200 + i for i in items]
+    np.testing.assert_array_equal(dense_top.ratings.toarray(), dense[np.ix_(users, items)])
+    assert densify_top(data, n_users=50, n_items=50).ratings.shape == (9, 8)
+    with pytest.raises(ValueError, match="n_users must be >= 1"):
+        densify_top(data, n_users=0, n_items=3)
+
+
+def test_id_lookup_rejects_unknown_ids():
+    data = _interactions(np.eye(3, dtype=np.float32))
+    np.testing.assert_array_equal(user_index(data, [102, 100]), [2, 0])
+    with pytest.raises(ValueError, match="unknown item id 7"):
+        item_index(data, [201, 7])
+
+
+def test_text_id_lookup_compares_whole_ids(tmp_path):
+    data = load_interactions(_write(tmp_path, "c.csv", "user,item\nbob,x\nal,x\n"))
+    np.testing.assert_array_equal(user_index(data, ["bob", "al"]), [1, 0])
+    with pytest.raises(ValueError, match="unknown user id 'bobby'"):
+        user_index(data, ["bobby"])                    # not truncated to the stored width
+    with pytest.raises(ValueError, match="item ids must be text"):
+        item_index(data, [1])
+
+
+def test_integer_timestamps_stay_exact(tmp_path):
+    stamp = 1_700_000_000_123_456_789                   # nanoseconds: beyond float64's 2^53
+    data = load_interactions(_write(tmp_path, "r.csv", f"u,i,r,t\n1,2,3,{stamp}\n"))
+    assert data.timestamps.tolist() == [stamp]
+
+
+def test_interactions_validates_its_parts():
+    matrix = sp.csr_matrix(np.eye(2, dtype=np.float32))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        Interactions(matrix, np.array([2, 1]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="2 user ids and 3 item ids"):
+        Interactions(matrix, np.array([1, 2]), np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="float32"):
+        Interactions(matrix.astype(np.float64), np.array([1, 2]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="one entry per stored rating"):
+        Interactions(matrix, np.array([1, 2]), np.array([0, 1]), np.zeros(3, np.int64))
+
+
+def test_movielens_latest_small_when_present():
+    if not REAL_RATINGS.is_file():
+        pytest.skip(f"{REAL_RATINGS} is absent (MovieLens ml-latest-small not downloaded)")
+    data = load_interactions(REAL_RATINGS)
+    assert data.ratings.shape == (610, 9724)
+    assert data.ratings.nnz == 100836
+    assert data.timestamps is not None and data.timestamps.shape == (100836,)
+    assert set(np.unique(data.ratings.data)) <= {0.5 * k for k in range(1, 11)}
