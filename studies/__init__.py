@@ -9,11 +9,19 @@ import importlib
 #: study name -> module defining STUDY, in the order `simrec run all` runs them
 STUDIES = {
     "unbiasedness": "studies.unbiasedness",
+    "counterexample": "studies.counterexample",
+    "opt_adg": "studies.opt_adg",
+    "valid_vs_test": "studies.valid_vs_test",
+    "disagreement": "studies.disagreement",
+    "protocols": "studies.protocols",
+    "fold_in": "studies.fold_in",
 }
 
 #: benchmark name -> module defining main(argv)
 BENCHES = {
     "metrics": "studies.bench_metrics",
+    "feed": "studies.bench_feed",
+    "opt_adg": "studies.bench_opt_adg",
 }
 
 

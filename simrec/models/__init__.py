@@ -14,6 +14,7 @@ Neighbourhood and linear autoencoder models have their own score functions:
 """
 from simrec.models.data import as_positive_csr
 from simrec.models.ease import EASE, GramEigen, ease, ease_grid, ease_scores, ease_weights, gram_eigen
+from simrec.models.explicit import allrank, fold_in_ratings, mf_rmse
 from simrec.models.ials import fold_in, ials
 from simrec.models.knn import KUNN, ItemKNN, item_knn, item_knn_scores, kunn, kunn_grid, kunn_scores
 from simrec.models.mf import MF, init_mf, scores
@@ -26,4 +27,4 @@ from simrec.models.training import train
 __all__ = ["MF", "init_mf", "scores", "OptADG", "MFAUC", "train", "ials", "fold_in", "svd",
            "popularity", "as_positive_csr", "EASE", "GramEigen", "ease", "ease_grid", "ease_scores",
            "ease_weights", "gram_eigen", "KUNN", "ItemKNN", "item_knn", "item_knn_scores", "kunn",
-           "kunn_grid", "kunn_scores"]
+           "kunn_grid", "kunn_scores", "mf_rmse", "allrank", "fold_in_ratings"]

@@ -1,0 +1,29 @@
+"""Feed simulator: view models, ranking policies and their exposures, sessions and logs, and the
+online ground truth (Jeunen, Potapov & Ustimenko, KDD'24 §3–4).
+
+    from simrec import feed
+    scenario = feed.Scenario(feed.Logarithmic(), (feed.from_table(q_like), feed.from_table(q_watch)),
+                             activity, signals=("like", "watch"))
+    logger = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(s0)), 0.1), K)
+    log = feed.simulate(key, scenario, logger, 100_000)
+    truth = feed.online_value(key, scenario, target)
+"""
+from simrec.feed.online import ABTest, OnlineValue, ab_test, online_value
+from simrec.feed.policies import (ContextTables, EpsilonGreedy, Exposure, FixedCandidates, ItemFn, PlackettLuce,
+                                  Policy, RandomSubset, Sort, TopK, all_items, context_tables, evaluate, exposure,
+                                  exposure_of, from_table, is_deterministic, is_exact, num_items,
+                                  sample_candidates, sample_ranking)
+from simrec.feed.sessions import Log, Scenario, concatenate, depth, satiated_quality, session_chunks, simulate
+from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
+                               depth_from_uniform, fit_view_model, position_model, sample_depth, view_probability)
+
+__all__ = [
+    "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
+    "view_probability", "sample_depth", "depth_from_uniform", "fit_view_model", "position_model",
+    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "TopK", "RandomSubset",
+    "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
+    "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
+    "ContextTables", "context_tables",
+    "Scenario", "Log", "simulate", "session_chunks", "satiated_quality", "concatenate", "depth",
+    "OnlineValue", "ABTest", "online_value", "ab_test",
+]

@@ -1,0 +1,150 @@
+"""Online ground truth: the exact expected reward of a policy and a simulated A/B test.
+
+The online reward of policy R is the expected number of positive feedback events per session
+(Jeunen, Potapov & Ustimenko, KDD'24 Eq. 2), per signal s. Under Asm. 1–5 (KDD'24 Eq. 5–6)
+
+    V_s(R) = sum_x activity[x] sum_a q_s(x, a) ε_R(x, a),
+
+which `online_value` computes over every context — exactly when the exposure is exact
+(`is_exact`), else with the Monte Carlo standard error of the exposure. With within-session
+violations (a `Cascade` view model, satiation) it conditions on the ranking σ instead:
+
+    V_s(R | x, σ) = sum_i S(i) · prod_{j<i} (1 - p q̃_stop(j)) · q̃_s(i),
+
+with q̃ the satiated quality (`satiated_quality`) and p the cascade's stop probability: exact for
+deterministic policies and averaged over sampled rankings otherwise. Fatigue makes the reward
+depend on the session history, so only `ab_test` (independent sessions per arm) measures it.
+A day d is a scenario whose quality functions are that day's (e.g. from `simrec.world.drift`).
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simrec.feed._validate import check_int
+from simrec.feed.policies import (Policy, evaluate, exact_exposure, exposure_sample, is_deterministic,
+                                  is_exact, monte_carlo, num_items, sample_ranking, subset_weights)
+from simrec.feed.sessions import Scenario, num_contexts, satiated_quality, session_chunks
+from simrec.feed.views import Cascade, view_probability
+
+__all__ = ["OnlineValue", "ABTest", "online_value", "ab_test"]
+
+
+class OnlineValue(NamedTuple):
+    """Expected reward per session, per signal: mean f64[S] and its Monte Carlo standard error
+    f64[S] (0 when exact)."""
+    mean: np.ndarray
+    standard_error: np.ndarray
+    signals: tuple
+
+
+class ABTest(NamedTuple):
+    """Per-arm mean reward per session and its standard error, f64[P, S] over P policies."""
+    mean: np.ndarray
+    standard_error: np.ndarray
+    num_sessions: int
+    signals: tuple
+
+
+def _quality_stack(scenario: Scenario, contexts, items) -> jax.Array:
+    return jnp.stack([evaluate(q, contexts, items) for q in scenario.quality])
+
+
+@functools.partial(jax.jit, static_argnames=("num_samples", "exact"))
+def _exposure_value_block(key, scenario, policy, survival, weights, contexts, num_samples, exact):
+    A = num_items(policy)
+    catalogue = jnp.broadcast_to(jnp.arange(A, dtype=jnp.int32), (contexts.shape[0], A))
+    quality = _quality_stack(scenario, contexts, catalogue)                          # [S, B, A]
+    if exact:
+        value = jnp.einsum("sba,ba->sb", quality, exact_exposure(policy, survival, weights, contexts))
+        stats = (value, jnp.zeros_like(value))
+    else:
+        stats = monte_carlo(key, lambda k: jnp.einsum(
+            "sba,ba->sb", quality, exposure_sample(k, policy, survival, contexts)), num_samples)
+    return stats, jnp.min(quality), jnp.max(quality)
+
+
+@functools.partial(jax.jit, static_argnames=("num_samples",))
+def _ranking_value_block(key, scenario, policy, survival, contexts, num_samples):
+    def sample(k):
+        rankings = jax.vmap(lambda x: sample_ranking(jax.random.fold_in(k, x), policy, x[None])[0])(contexts)
+        quality = _quality_stack(scenario, contexts, rankings)                       # [S, B, K]
+        return quality, _conditional_value(scenario, survival, quality)
+
+    quality, _ = sample(key)
+    return monte_carlo(key, lambda k: sample(k)[1], num_samples), jnp.min(quality), jnp.max(quality)
+
+
+def _conditional_value(scenario: Scenario, survival, quality) -> jax.Array:
+    """Expected reward per signal given the ranking (module docstring).  f32[S, B]."""
+    if scenario.satiation > 0:
+        quality = satiated_quality(quality, scenario.satiation)
+    reach = jnp.broadcast_to(survival, quality.shape[1:])
+    if isinstance(scenario.view, Cascade):
+        log_keep = jnp.log1p(-scenario.view.stop_probability * quality[scenario.view.stop_signal])
+        before = jnp.cumsum(log_keep, axis=-1)[..., :-1]
+        reach = reach * jnp.exp(jnp.concatenate([jnp.zeros_like(log_keep[..., :1]), before], axis=-1))
+    return jnp.sum(reach[None] * quality, axis=-1)
+
+
+def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, num_samples: int = 1000,
+                 block_size: int = 256) -> OnlineValue:
+    """Expected positive feedback per session of `policy`, per signal, averaged exactly over the
+    context distribution (module docstring). `key` may be None when the value is exact (an
+    `is_exact` policy without within-session violations, or a deterministic one with them).
+    Raises ValueError with fatigue (use `ab_test`) or if a quality leaves [0, 1].
+    """
+    if num_items(policy) != scenario.quality[0].num_items:
+        raise ValueError(f"the policy ranks {num_items(policy)} items but the scenario's quality "
+                         f"covers {scenario.quality[0].num_items}")
+    if scenario.fatigue > 0:
+        raise ValueError("online_value: with fatigue the reward depends on earlier sessions, so it has "
+                         "no closed form; measure it with ab_test")
+    check_int("block_size", block_size)
+    by_ranking = isinstance(scenario.view, Cascade) or scenario.satiation > 0
+    exact = is_deterministic(policy) if by_ranking else is_exact(policy)
+    samples = 1 if exact else check_int("num_samples", num_samples, low=2)
+    if not exact and key is None:
+        raise ValueError("online_value needs a PRNG key for a stochastic policy")
+    key = jax.random.key(0) if key is None else key           # unused by exact computations
+    survival = view_probability(scenario.view, policy.feed_length)
+    weights = subset_weights(policy, survival) if exact and not by_ranking else jnp.zeros(1)
+    activity = np.asarray(scenario.activity, np.float64)
+    total = np.zeros(len(scenario.signals))
+    variance = np.zeros(len(scenario.signals))
+    for start in range(0, activity.shape[0], block_size):
+        contexts = jnp.arange(start, min(start + block_size, activity.shape[0]), dtype=jnp.int32)
+        if by_ranking:
+            (mean, se), low, high = _ranking_value_block(key, scenario, policy, survival, contexts, samples)
+        else:
+            (mean, se), low, high = _exposure_value_block(key, scenario, policy, survival, weights,
+                                                          contexts, samples, exact)
+        if not (0.0 <= float(low) and float(high) <= 1.0):
+            raise ValueError(f"quality must lie in [0, 1] (no NaN); contexts {start}.. give values in "
+                             f"[{float(low)}, {float(high)}]")
+        w = activity[start:start + contexts.shape[0]]
+        total += np.asarray(mean, np.float64) @ w
+        variance += np.asarray(se, np.float64) ** 2 @ w ** 2
+    return OnlineValue(total, np.sqrt(variance), scenario.signals)
+
+
+def ab_test(key: jax.Array, scenario: Scenario, policies: Sequence[Policy], num_sessions: int, *,
+            chunk_size: int | None = None, round_size: int = 1024) -> ABTest:
+    """A simulated online experiment: `num_sessions` independent sessions per arm (arm p seeded by
+    fold_in(key, p), its own fatigue state), per-arm mean total reward per session and its
+    standard error sqrt(sample variance / n), per signal."""
+    num_sessions = check_int("num_sessions", num_sessions, low=2)
+    means, errors = [], []
+    for arm, policy in enumerate(policies):
+        unused = jnp.zeros((num_contexts(scenario), num_items(policy)), jnp.float32)   # no ε₀ needed
+        totals = np.concatenate([
+            np.asarray(jnp.sum(chunk["rewards"], axis=2, dtype=jnp.int32), np.float64)
+            for chunk in session_chunks(jax.random.fold_in(key, arm), scenario, policy, num_sessions,
+                                        unused, chunk_size=chunk_size, round_size=round_size)], axis=1)
+        means.append(totals.mean(axis=1))
+        errors.append(totals.std(axis=1, ddof=1) / np.sqrt(num_sessions))
+    return ABTest(np.array(means), np.array(errors), num_sessions, scenario.signals)

@@ -1,0 +1,238 @@
+"""Feed sessions and their logs (Jeunen, Potapov & Ustimenko, KDD'24 §3–4).
+
+A session draws a context x (a user, with probability activity[x]), a ranking of K items from a
+policy, a scroll depth D from the view model, and for every reward signal s and rank i the
+examination-hypothesis reward (KDD'24 Asm. 4, Eq. 4)
+
+    C_{s,i} = V_i · Q_{s,i},   V_i = 1[i <= D],   Q_{s,i} ~ Bernoulli(q_s(x, a_i)),
+
+independently across signals and ranks. Only viewed items are logged.
+
+Scenario switches break the assumptions of KDD'24 on purpose:
+
+* a `Cascade` view model: a click on its stop signal ends the session with probability p (Asm. 2);
+* ``satiation`` β: the quality at rank i is q̃_s(i) = q_s(a_i) · prod_{j<i} (1 - β q_s(a_j)), so a
+  reward depends on the items above it (Asm. 3);
+* ``fatigue`` φ: q̃_s(x, a) = q_s(x, a) · (1 - φ)^{n(x, a)}, with n(x, a) the number of earlier
+  sessions of user x in which a was viewed, a state carried across sessions (Asm. 1). Sessions
+  are then simulated in rounds of ``round_size``; the state is updated between rounds, so two
+  sessions of one user within a round see the same state;
+* zero logging exposure where the target's is positive (Asm. 5) is a property of the logging
+  policy (e.g. `FixedCandidates` that leave items out), detected by `simrec.ope`.
+
+Sessions are simulated in large jitted, vmapped chunks; the same key and arguments give the
+same log.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simrec.feed._validate import check_int, check_probabilities, check_scalar, is_value
+from simrec.feed.policies import (ItemFn, Policy, context_tables, evaluate, exposure, exposure_of, num_items,
+                                  sample_ranking, table_values)
+from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
+
+__all__ = ["Scenario", "Log", "simulate", "satiated_quality", "concatenate", "depth",
+           "session_chunks"]
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["view", "quality", "activity"],
+                   meta_fields=["signals", "satiation", "fatigue"])
+@dataclass(frozen=True)
+class Scenario:
+    """What the feed simulator needs to know about the world.
+
+    view: view model (a `Cascade` switches on click-stops).
+    quality: one `ItemFn` per reward signal, q_s(x, a) in [0, 1], all over the same catalogue.
+    activity: f32[X], the context (user) distribution: non-negative, sums to 1.
+    signals: static names of the reward signals, e.g. ("like", "watch").
+    satiation: static β in [0, 1] (0 = off). fatigue: static φ in [0, 1] (0 = off).
+    """
+    view: ViewModel
+    quality: tuple
+    activity: jax.Array
+    signals: tuple
+    satiation: float = 0.0
+    fatigue: float = 0.0
+
+    def __post_init__(self):
+        if not isinstance(self.quality, tuple) or not self.quality or \
+                not all(isinstance(q, ItemFn) for q in self.quality):
+            raise ValueError("Scenario.quality must be a non-empty tuple of ItemFn, one per signal")
+        if not isinstance(self.signals, tuple) or len(self.signals) != len(self.quality) or \
+                len(set(self.signals)) != len(self.signals):
+            raise ValueError(f"Scenario.signals must be {len(self.quality)} distinct names, one per "
+                             f"quality function, got {self.signals!r}")
+        if len({q.num_items for q in self.quality}) != 1:
+            raise ValueError("every Scenario.quality function must cover the same catalogue")
+        for name, q in zip(self.signals, self.quality):
+            check_probabilities(f"Scenario.quality[{name!r}] table", table_values(q))
+        if is_value(self.activity):
+            act = np.asarray(self.activity, np.float64)
+            if act.ndim != 1 or act.size == 0 or not np.all(np.isfinite(act)) or act.min() < 0 \
+                    or abs(act.sum() - 1.0) > 1e-4:
+                raise ValueError("Scenario.activity must be a non-negative vector f32[X] summing to 1")
+        check_scalar("Scenario.satiation", self.satiation, low=0.0, high=1.0)
+        check_scalar("Scenario.fatigue", self.fatigue, low=0.0, high=1.0)
+        if isinstance(self.view, Cascade) and self.view.stop_signal >= len(self.signals):
+            raise ValueError(f"Cascade.stop_signal = {self.view.stop_signal} but the scenario has "
+                             f"only {len(self.signals)} signals")
+
+
+def num_contexts(scenario: Scenario) -> int:
+    return int(np.shape(scenario.activity)[0])
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["users", "items", "viewed", "rewards", "day", "logging_exposure"],
+                   meta_fields=["signals"])
+@dataclass(frozen=True)
+class Log:
+    """Logged sessions, padded to the feed length K with masks.
+
+    users: i32[N], the context of each session. items: i32[N, K], shown items in rank order,
+    -1 where not viewed. viewed: bool[N, K], ranks 1..D (a prefix). rewards: bool[S, N, K], C per
+    signal (False where not viewed). day: i32[N]. logging_exposure: f32[N, K], ε₀(x, a) of each
+    viewed item (0 where not viewed). signals: static signal names.
+    """
+    users: jax.Array
+    items: jax.Array
+    viewed: jax.Array
+    rewards: jax.Array
+    day: jax.Array
+    logging_exposure: jax.Array
+    signals: tuple
+
+
+def depth(log: Log) -> jax.Array:
+    """Scroll depth D of each session (number of viewed ranks).  i32[N]."""
+    return jnp.sum(log.viewed, axis=1, dtype=jnp.int32)
+
+
+def concatenate(logs) -> Log:
+    """One log holding the sessions of `logs` in order (e.g. several days)."""
+    logs = list(logs)
+    if not logs or len({log.signals for log in logs}) != 1:
+        raise ValueError("concatenate needs at least one log, all with the same signals")
+    return Log(*(jnp.concatenate([getattr(log, name) for log in logs], axis=1 if name == "rewards" else 0)
+                 for name in ("users", "items", "viewed", "rewards", "day", "logging_exposure")),
+               signals=logs[0].signals)
+
+
+def satiated_quality(quality: jax.Array, satiation) -> jax.Array:
+    """q̃_s(i) = q_s(i) · prod_{j<i} (1 - β q_s(j)) along the last (rank) axis, in log space.
+
+    quality: f32[..., K]. Returns f32[..., K]."""
+    log_keep = jnp.log1p(-satiation * quality)                  # -inf where β q = 1
+    before = jnp.cumsum(log_keep, axis=-1)[..., :-1]            # exclusive: ranks j < i
+    return quality * jnp.exp(jnp.concatenate([jnp.zeros_like(log_keep[..., :1]), before], axis=-1))
+
+
+def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, counts, size: int):
+    """One round of `size` independent sessions; returns (arrays, updated fatigue counts).
+
+    All uniforms but the ranking's come from one draw (fewer random-number graphs to compile):
+    per session 1 for the user, 1 for the depth, S·K for the rewards and K for cascade stops.
+    """
+    k_uniform, k_rank = jax.random.split(key)
+    K, S = policy.feed_length, len(scenario.quality)
+    uniform = jax.random.uniform(k_uniform, (size, 2 + (S + 1) * K))
+    cdf = jnp.cumsum(scenario.activity)
+    users = jnp.minimum(jnp.searchsorted(cdf, uniform[:, 0] * cdf[-1], side="right"),
+                        cdf.shape[0] - 1).astype(jnp.int32)
+    shown = sample_ranking(k_rank, policy, users, tables)
+    depth_ = depth_from_uniform(uniform[:, 1], scenario.view, K)
+    quality = jnp.stack([evaluate(q, users, shown) for q in scenario.quality])       # [S, n, K]
+    if scenario.satiation > 0:
+        quality = satiated_quality(quality, scenario.satiation)
+    if counts is not None:
+        seen = counts[users[:, None], shown]
+        quality = quality * jnp.where(seen > 0, jnp.exp(seen * jnp.log1p(-scenario.fatigue)), 1.0)
+    clicks = jnp.moveaxis(uniform[:, 2:2 + S * K].reshape(size, S, K), 1, 0) < quality
+    if isinstance(scenario.view, Cascade):
+        stops = clicks[scenario.view.stop_signal] & (uniform[:, 2 + S * K:] < scenario.view.stop_probability)
+        stop_depth = jnp.where(jnp.any(stops, axis=1), jnp.argmax(stops, axis=1) + 1, K)
+        depth_ = jnp.minimum(depth_, stop_depth).astype(jnp.int32)
+    viewed = jnp.arange(K)[None, :] < depth_[:, None]
+    if counts is not None:
+        counts = counts.at[users[:, None], shown].add(viewed.astype(counts.dtype))
+    out = dict(users=users, items=jnp.where(viewed, shown, -1), viewed=viewed,
+               rewards=jnp.moveaxis(clicks & viewed[None], 0, 1),
+               logging_exposure=exposure_of(exposure_table, users, shown) * viewed)
+    return out, counts
+
+
+@functools.partial(jax.jit, static_argnames=("num_rounds", "round_size"))
+def _chunk(key, scenario, policy, tables, exposure_table, counts, num_rounds: int, round_size: int):
+    def step(carry, round_key):
+        out, carry = _round(round_key, scenario, policy, tables, exposure_table, carry, round_size)
+        return carry, out
+
+    counts, outs = jax.lax.scan(step, counts, jax.random.split(key, num_rounds))
+    outs = jax.tree.map(lambda x: x.reshape(num_rounds * round_size, *x.shape[2:]), outs)
+    outs["rewards"] = jnp.moveaxis(outs["rewards"], 1, 0)                          # [S, n, K]
+    return outs, counts
+
+
+def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, exposure_table, *,
+                   chunk_size: int | None = None, round_size: int = 1024):
+    """Yield the sessions as dicts of arrays (the fields of `Log` but day; rewards [S, n, K]),
+    chunk by chunk, so that callers can reduce them without holding the whole log.
+
+    Chunks hold a power of two of sessions, at most `chunk_size` (default: about 2^22 shown items
+    per chunk) and at most the next power of two above `num_sessions` (so few shapes compile);
+    the last chunk is cut to give exactly `num_sessions`. exposure_table: f32[X, A], the ε₀ to
+    record. With fatigue, chunks are rounded up to a multiple of `round_size`.
+    """
+    num_sessions = check_int("num_sessions", num_sessions)
+    if num_items(policy) != scenario.quality[0].num_items:
+        raise ValueError(f"the policy ranks {num_items(policy)} items but the scenario's quality "
+                         f"covers {scenario.quality[0].num_items}")
+    K = policy.feed_length
+    limit = check_int("chunk_size", chunk_size) if chunk_size is not None else max(1, 2**22 // K)
+    size = min(1 << (limit.bit_length() - 1), 1 << (num_sessions - 1).bit_length())
+    fatigue = scenario.fatigue > 0
+    if fatigue:
+        round_size = check_int("round_size", round_size)
+        size = -(-size // round_size) * round_size
+    rounds, per_round = (size // round_size, round_size) if fatigue else (1, size)
+    tables = context_tables(policy, num_contexts(scenario))
+    counts = jnp.zeros((num_contexts(scenario), num_items(policy)), jnp.float32) if fatigue else None
+    for c, start in enumerate(range(0, num_sessions, size)):
+        out, counts = _chunk(jax.random.fold_in(key, c), scenario, policy, tables, exposure_table,
+                             counts, rounds, per_round)
+        take = min(size, num_sessions - start)
+        if take < size:
+            out = {name: (x[:, :take] if name == "rewards" else x[:take]) for name, x in out.items()}
+        yield out
+
+
+def simulate(key: jax.Array, scenario: Scenario, policy: Policy, num_sessions: int, *, day: int = 0,
+             logging_exposure=None, num_samples: int = 1000, chunk_size: int | None = None,
+             round_size: int = 1024) -> Log:
+    """Simulate `num_sessions` sessions of `policy` in `scenario` and return their `Log`.
+
+    logging_exposure: the policy's exposure table f32[X, A] under the scenario's view model (e.g.
+    `exposure(...).mean`, reused across days); computed here (Monte Carlo with `num_samples` for
+    stochastic policies) when None. day: stamped on every session. See `session_chunks` for
+    chunk_size and round_size. Memory: O(num_sessions * K) for the log and O(X * A) for the
+    exposure table.
+    """
+    k_exposure, k_sessions = jax.random.split(key)
+    if logging_exposure is None:
+        logging_exposure = exposure(k_exposure, policy, scenario.view,
+                                    jnp.arange(num_contexts(scenario)), num_samples=num_samples).mean
+    logging_exposure = jnp.asarray(logging_exposure, jnp.float32)
+    if logging_exposure.shape != (num_contexts(scenario), num_items(policy)):
+        raise ValueError(f"logging_exposure must be a table f32[{num_contexts(scenario)}, "
+                         f"{num_items(policy)}] (contexts x items), got shape {logging_exposure.shape}")
+    chunks = list(session_chunks(k_sessions, scenario, policy, num_sessions, logging_exposure,
+                                 chunk_size=chunk_size, round_size=round_size))
+    cat = {name: (jnp.concatenate([c[name] for c in chunks], axis=1 if name == "rewards" else 0)
+                  if len(chunks) > 1 else chunks[0][name]) for name in chunks[0]}
+    return Log(day=jnp.full(num_sessions, day, jnp.int32), signals=scenario.signals, **cat)

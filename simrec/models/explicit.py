@@ -1,0 +1,166 @@
+"""Explicit-rating matrix factorisation by weighted ALS: MF-RMSE and AllRank (Steck, RecSys'13 §2.5;
+Steck, KDD'10, "Training and testing of recommender systems on data missing not at random").
+
+Predicted ratings are R̂_ui = r₀ + xᵤ·yᵢ (Steck Eq. 11, r₀ a global offset), fitted by minimising
+(Steck Eq. 12)
+
+    Σ_{u,i} W_ui [ (R*_ui − R̂_ui)² + λ (‖xᵤ‖² + ‖yᵢ‖²) ],
+
+where R*_ui is the observed rating where there is one and the imputed value r_m elsewhere, and
+W_ui = 1 on observed pairs and w_m on all others. So a row's regularisation is λ times its total
+weight n_u = |Oᵤ| + w_m (I − |Oᵤ|). Two settings:
+
+* MF-RMSE: w_m = 0 (observed ratings only), r₀ = the mean observed training rating (λ 0.07);
+* AllRank: w_m > 0 and r₀ = r_m, imputed rating 2, w_m = 0.005, λ 0.04, rank 50 (Steck's Netflix
+  values; rescale λ with the data).
+
+Every half-step of ALS solves, per row u with the other side's factors Y fixed,
+
+    (w_m YᵀY + (1 − w_m) Σ_{i∈Oᵤ} yᵢyᵢᵀ + λ n_u I) xᵤ
+        = Σ_{i∈Oᵤ} (r_ui − r₀) yᵢ + w_m (r_m − r₀) (Σ_i yᵢ − Σ_{i∈Oᵤ} yᵢ),
+
+touching only the row's observed entries (the Gram trick of Hu et al., ICDM'08). A row with
+n_u = 0 (MF-RMSE, no ratings) gets xᵤ = 0. `fold_in_ratings` is that solve for new users with
+the item factors fixed (strong generalisation). Solves run in float64 numpy; factors are f32.
+Models are `MF` pytrees with item_bias = r₀, so `simrec.models.scores` gives R̂.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+
+from simrec.models.mf import MF, init_mf
+
+__all__ = ["as_rating_csr", "weighted_als", "fold_in_ratings", "mf_rmse", "allrank"]
+
+
+def as_rating_csr(ratings, name: str = "ratings", *, allow_empty: bool = False) -> sp.csr_matrix:
+    """Validated f64 CSR copy of an explicit-rating matrix [U, I]: every stored entry is an
+    observed rating (finite), duplicates are an error. Dense input: non-zero entries are ratings.
+    """
+    if not sp.issparse(ratings):
+        array = np.asarray(ratings, dtype=np.float64)
+        if array.ndim != 2:
+            raise ValueError(f"{name} must be 2-D [users, items], got shape {array.shape}")
+        ratings = sp.csr_matrix(array)
+    coo = sp.coo_matrix(ratings, dtype=np.float64)
+    if coo.ndim != 2 or min(coo.shape) < 1:
+        raise ValueError(f"{name} must be 2-D with at least one user and item, got {coo.shape}")
+    pairs = coo.row.astype(np.int64) * coo.shape[1] + coo.col
+    if len(np.unique(pairs)) != len(pairs):
+        raise ValueError(f"{name} has repeated (user, item) entries; store one rating per pair")
+    csr = sp.csr_matrix(coo)
+    csr.sort_indices()
+    if not np.all(np.isfinite(csr.data)):
+        raise ValueError(f"{name} contains NaN or infinite ratings")
+    if csr.nnz == 0 and not allow_empty:
+        raise ValueError(f"{name} has no observed ratings")
+    return csr
+
+
+def _check(l2: float, missing_weight: float, offset: float, imputed: float) -> None:
+    if not math.isfinite(l2) or l2 <= 0:
+        raise ValueError(f"l2 must be a finite number > 0, got {l2}")
+    if not math.isfinite(missing_weight) or not 0 <= missing_weight <= 1:
+        raise ValueError(f"missing_weight must be in [0, 1] (observed entries weigh 1), got "
+                         f"{missing_weight}")
+    for name, value in (("offset", offset), ("imputed", imputed)):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}")
+
+
+def _solve_rows(factors: np.ndarray, csr: sp.csr_matrix, l2: float, offset: float, imputed: float,
+                missing_weight: float, block_entries: int = 2**16) -> np.ndarray:
+    """The per-row solve of the module docstring for every row of `csr` (f64 [R, k])."""
+    n_cols, dim = factors.shape
+    base = missing_weight * (factors.T @ factors)
+    total = factors.sum(axis=0)
+    degree = np.diff(csr.indptr)
+    width_of = 1 << np.ceil(np.log2(np.maximum(degree, 1))).astype(np.int64)
+    indices = np.append(csr.indices, 0)
+    values = np.append(csr.data, 0.0)
+    result = np.zeros((csr.shape[0], dim))
+    for width in np.unique(width_of):
+        rows = np.flatnonzero(width_of == width)
+        per_block = max(1, block_entries // max(int(width), dim))
+        for start in range(0, rows.size, per_block):
+            block = rows[start:start + per_block]
+            mask = np.arange(width) < degree[block][:, None]
+            where = np.where(mask, csr.indptr[block][:, None] + np.arange(width), csr.nnz)
+            vectors = factors[indices[where]] * mask[..., None]           # [B, width, k]
+            n_weight = degree[block] + missing_weight * (n_cols - degree[block])
+            ridge = l2 * n_weight + (n_weight == 0)                       # empty row: x = 0
+            lhs = (base + (1 - missing_weight) * (vectors.transpose(0, 2, 1) @ vectors)
+                   + ridge[:, None, None] * np.eye(dim))
+            observed_sum = vectors.sum(axis=1)
+            rhs = (np.einsum("bw,bwk->bk", values[where] - offset, vectors)
+                   + missing_weight * (imputed - offset) * (total - observed_sum))
+            result[block] = np.linalg.solve(lhs, rhs[..., None])[..., 0]
+    return result
+
+
+def fold_in_ratings(item_factors, ratings, *, l2: float, offset: float, imputed: float = 0.0,
+                    missing_weight: float = 0.0) -> jax.Array:
+    """User vectors xᵤ for the rows of `ratings` with the item factors fixed (module docstring).
+
+    item_factors: f32[I, k]; ratings: sparse or dense [R, I] of the rows' observed ratings (rows
+    may be empty). Use the model's own l2, offset (= item_bias), imputed and missing_weight.
+    Returns f32[R, k].
+    """
+    _check(l2, missing_weight, offset, imputed)
+    factors = np.asarray(item_factors, np.float64)
+    if factors.ndim != 2 or not np.all(np.isfinite(factors)):
+        raise ValueError(f"item_factors must be a finite 2-D array [items, k], got shape "
+                         f"{factors.shape}")
+    csr = as_rating_csr(ratings, allow_empty=True)
+    if csr.shape[1] != factors.shape[0]:
+        raise ValueError(f"ratings has {csr.shape[1]} items but item_factors has "
+                         f"{factors.shape[0]} rows; both must index the same catalogue")
+    return jnp.asarray(_solve_rows(factors, csr, l2, offset, imputed, missing_weight), jnp.float32)
+
+
+def weighted_als(key: jax.Array, ratings, *, dim: int, l2: float, offset: float,
+                 imputed: float = 0.0, missing_weight: float = 0.0, iterations: int = 10,
+                 init_scale: float = 0.1) -> MF:
+    """ALS for Steck's Eq. 12 (module docstring). User factors start at
+    `init_mf(key, U, I, dim, init_scale).user`; each iteration solves the items given the users,
+    then the users given the items, so the returned user vectors equal
+    `fold_in_ratings(item, ratings, ...)`. Returns MF(user f32[U, k], item f32[I, k],
+    item_bias = offset f32[I]).
+    """
+    _check(l2, missing_weight, offset, imputed)
+    if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
+        raise ValueError(f"iterations must be a positive integer, got {iterations}")
+    csr = as_rating_csr(ratings)
+    n_users, n_items = csr.shape
+    user = np.asarray(init_mf(key, n_users, n_items, dim, init_scale).user, np.float64)
+    transposed = csr.T.tocsr()
+    weights = dict(l2=l2, offset=offset, imputed=imputed, missing_weight=missing_weight)
+    for _ in range(int(iterations)):
+        item = _solve_rows(user, transposed, **weights)
+        user = _solve_rows(item, csr, **weights)
+    return MF(user=jnp.asarray(user, jnp.float32), item=jnp.asarray(item, jnp.float32),
+              item_bias=jnp.full((n_items,), offset, jnp.float32))
+
+
+def mf_rmse(key: jax.Array, ratings, *, dim: int = 50, l2: float = 0.07, iterations: int = 10,
+            init_scale: float = 0.1) -> MF:
+    """MF-RMSE: observed ratings only (w_m = 0), offset r₀ = mean observed rating (Steck §2.5)."""
+    csr = as_rating_csr(ratings)
+    return weighted_als(key, csr, dim=dim, l2=l2, offset=float(csr.data.mean()),
+                        iterations=iterations, init_scale=init_scale)
+
+
+def allrank(key: jax.Array, ratings, *, dim: int = 50, l2: float = 0.04, imputed: float = 2.0,
+            missing_weight: float = 0.005, iterations: int = 10, init_scale: float = 0.1) -> MF:
+    """AllRank: every missing rating imputed as r_m with weight w_m, offset r₀ = r_m (Steck §2.5;
+    defaults are Steck's Netflix settings)."""
+    if missing_weight <= 0:
+        raise ValueError(f"AllRank needs missing_weight > 0 (w_m = 0 is MF-RMSE), got {missing_weight}")
+    return weighted_als(key, ratings, dim=dim, l2=l2, offset=imputed, imputed=imputed,
+                        missing_weight=missing_weight, iterations=iterations,
+                        init_scale=init_scale)

@@ -1,0 +1,261 @@
+"""Benchmark ``simrec bench feed``: session simulation rate and the clipped-DCG sweep.
+
+simrec, timed after a warm-up call (compilation excluded; the logging-exposure table is timed
+separately since it is computed once per policy and reused across days):
+
+* sessions simulated per second for feed lengths K = 10, 100, 1000 (catalogue A = max(100, K),
+  1000 users, two reward signals, a position-based model with the log discount), under a
+  deterministic (Sort) and a Plackett–Luce (T = 1) logging policy;
+* the clipped-IPS DCG sweep over 14 values of m on 10^6 logged sessions (K = 10, Plackett–Luce
+  logging, a deterministic target): `simrec.ope.dcg_sweep` (estimate and standard error for every
+  m in one pass, given the target exposures of the logged items, as OBP's estimators are given
+  the evaluation policy's propensities); the target-exposure lookup and the per-trajectory
+  values `trajectory_dcg` (f32[14, N]) are timed too.
+
+Side by side, in the same run, Open Bandit Pipeline 0.5.7 (Saito et al. 2021): its
+`SyntheticSlateBanditDataset` (len_list 10, 100 actions, PBM click model, binary independent
+rewards, linear behaviour-policy logits) generating rounds (a) without repeats (sequential
+softmax, i.e. Plackett–Luce logging) and without propensities, and (b) with the per-position
+propensities that IIPS needs, which OBP can only compute for its factorizable per-slot softmax
+policy (for (a) it enumerates all 100!/90! slates); and `SlateIndependentIPS.estimate_policy_value`
+called once per m (clipping 1/π₀ at m by flooring π₀ at 1/m) on 10^5 rounds (the generated rounds
+tiled to that size: the estimator's cost does not depend on the values).
+
+OBP pins Python < 3.11 and old numpy/torch, so it runs in its own virtual environment, driven by
+this benchmark through a subprocess: pass ``--peer-venv PATH`` (or set ``SIMREC_OBP_VENV``), and
+``--setup-peer`` to create it there with
+
+    python3 -m venv PATH
+    PATH/bin/pip install "numpy<2" scipy scikit-learn "pandas<2.3" tqdm pyyaml matplotlib
+    PATH/bin/pip install --no-deps --ignore-requires-python obp==0.5.7
+
+(on Python 3.11; obp's pure-Python code runs there). obp's package ``__init__`` imports torch,
+which the slate simulator and estimators never use, and PyPI's torch wheels pull in gigabytes of
+CUDA libraries; the driver therefore loads ``obp.dataset.synthetic_slate`` and
+``obp.ope.estimators_slate`` directly, with a two-attribute stand-in for ``torch`` that only
+satisfies obp.utils' type annotations. Without a usable environment the benchmark prints
+``obp unavailable: <reason>`` and reports simrec's own numbers.
+
+Usage: ``simrec bench feed [--sessions N] [--users X] [--peer-venv PATH] [--setup-peer]
+[--obp-rounds N] [--json PATH]``. The machine is shared: figures vary between runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+M_VALUES = (1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 50.0, 100.0, 200.0, 1000.0, float("inf"))
+FEEDS = ((10, 1.0), (100, 0.1), (1000, 0.02))          # feed length K, share of --sessions simulated
+PEER_PACKAGES = ['numpy<2', 'scipy', 'scikit-learn', 'pandas<2.3', 'tqdm', 'pyyaml', 'matplotlib']
+
+OBP_DRIVER = r'''
+import importlib.util, json, os, pathlib, sys, time, types
+os.environ["TQDM_DISABLE"] = "1"
+torch = types.ModuleType("torch")              # obp.utils only annotates with torch.Tensor
+torch.Tensor = torch.tensor = type("Tensor", (), {})
+sys.modules["torch"] = torch
+root = pathlib.Path(importlib.util.find_spec("obp").submodule_search_locations[0])
+for name in ("obp", "obp.dataset", "obp.ope"):   # skip package __init__s that import torch models
+    module = types.ModuleType(name)
+    module.__path__ = [str(root.joinpath(*name.split(".")[1:]))]
+    sys.modules[name] = module
+import numpy as np
+from obp.dataset.synthetic import logistic_reward_function
+from obp.dataset.synthetic_slate import SyntheticSlateBanditDataset, linear_behavior_policy_logit
+from obp.ope.estimators_slate import SlateIndependentIPS
+args = json.loads(sys.argv[1])
+def make(factorizable):
+    return SyntheticSlateBanditDataset(
+        n_unique_action=100, len_list=10, dim_context=5, reward_type="binary",
+        reward_structure="independent", click_model="pbm", random_state=0, is_factorizable=factorizable,
+        base_reward_function=logistic_reward_function, behavior_policy_function=linear_behavior_policy_logit)
+out = {"obp_version": __import__("importlib.metadata").metadata.version("obp")}
+n = args["rounds"]
+dataset = make(False)        # slates without repeats, sequential softmax: Plackett-Luce logging
+start = time.perf_counter()
+dataset.obtain_batch_bandit_feedback(n_rounds=n, return_pscore_item_position=False)
+out["rounds_per_s_plain"] = n / (time.perf_counter() - start)
+dataset = make(True)         # per-slot softmax: the only policy whose pscore_item_position is tractable
+start = time.perf_counter()
+feedback = dataset.obtain_batch_bandit_feedback(n_rounds=n, return_pscore_item_position=True)
+out["rounds_per_s_with_pscore"] = n / (time.perf_counter() - start)
+_, target, _ = dataset.generate_evaluation_policy_pscore(evaluation_policy_type="random", context=feedback["context"])
+reps = -(-args["iips_rounds"] // n)
+size = args["iips_rounds"] * 10
+slate_id = np.repeat(np.arange(args["iips_rounds"]), 10)
+reward = np.tile(feedback["reward"], reps)[:size]
+position = np.tile(feedback["position"], reps)[:size]
+behaviour = np.tile(feedback["pscore_item_position"], reps)[:size]
+target = np.tile(target, reps)[:size]
+iips = SlateIndependentIPS(len_list=10)
+times, values = [], []
+for m in args["m"]:
+    start = time.perf_counter()
+    values.append(float(iips.estimate_policy_value(
+        slate_id=slate_id, reward=reward, position=position,
+        pscore_item_position=np.maximum(behaviour, 1.0 / m),
+        evaluation_policy_pscore_item_position=target)))
+    times.append(time.perf_counter() - start)
+out["iips_seconds"] = times
+out["iips_values"] = values
+print(json.dumps(out))
+'''
+
+
+def _world(num_users: int, num_items: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    like = rng.beta(1, 30, (num_users, num_items)).astype(np.float32)
+    watch = rng.beta(2, 5, (num_users, num_items)).astype(np.float32)
+    scores = (np.log(watch) + rng.normal(0, 0.5, watch.shape)).astype(np.float32)
+    return like, watch, scores
+
+
+def _timed(fn, repeats: int = 1):
+    fn()                                                      # warm-up: compilation
+    start = time.perf_counter()
+    for _ in range(repeats):
+        out = fn()
+    return (time.perf_counter() - start) / repeats, out
+
+
+def bench_simrec(num_sessions: int, num_users: int) -> tuple[list[dict], dict]:
+    import jax
+
+    from simrec import feed, ope
+
+    rows, sweep = [], {}
+    for K, share in FEEDS:
+        A = max(100, K)
+        n = max(1, int(num_sessions * share))
+        like, watch, scores = _world(num_users, A)
+        scenario = feed.Scenario(feed.Logarithmic(), (feed.from_table(like), feed.from_table(watch)),
+                                 np.full(num_users, 1.0 / num_users, np.float32), ("like", "watch"))
+        for name, ranker in (("deterministic", feed.Sort(feed.from_table(scores))),
+                             ("plackett-luce", feed.PlackettLuce(feed.from_table(scores), 1.0))):
+            policy = feed.Policy(feed.all_items(A), ranker, K)
+            start = time.perf_counter()
+            table = feed.exposure(jax.random.key(1), policy, scenario.view, np.arange(num_users),
+                                  num_samples=64).mean.block_until_ready()
+            table_s = time.perf_counter() - start
+            seconds, log = _timed(lambda: jax.block_until_ready(
+                feed.simulate(jax.random.key(2), scenario, policy, n, logging_exposure=table)))
+            rows.append({"feed_length": K, "items": A, "logging": name, "sessions": n,
+                         "seconds": seconds, "sessions_per_s": n / seconds, "exposure_table_s": table_s})
+            print(f"  simrec K={K:<5} {name:<14} {n:>9,} sessions in {seconds:7.3f}s "
+                  f"= {n / seconds:>12,.0f}/s   (ε₀ table {table_s:.2f}s)", flush=True)
+            if K == 10 and name == "plackett-luce":
+                target = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(watch)), K)
+                target_table = feed.exposure(None, target, scenario.view, np.arange(num_users)).mean
+                m = np.array(M_VALUES)
+
+                lookup_s, target_exposure = _timed(
+                    lambda: feed.exposure_of(target_table, log.users, log.items).block_until_ready(), repeats=3)
+                rewards = log.rewards[1]
+                sweep_s, estimate = _timed(lambda: ope.dcg_sweep(
+                    rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats=3)
+                per_trajectory_s, _ = _timed(lambda: ope.trajectory_dcg(
+                    rewards, log.logging_exposure, target_exposure, log.viewed, m).block_until_ready(), repeats=3)
+                truth = feed.online_value(None, scenario, target).mean[1]
+                sweep = {"sessions": n, "m_values": len(M_VALUES), "seconds": sweep_s,
+                         "target_lookup_seconds": lookup_s, "per_trajectory_seconds": per_trajectory_s,
+                         "estimate_m_inf": float(estimate.value[-1]), "se_m_inf": float(estimate.standard_error[-1]),
+                         "online_truth": float(truth)}
+                print(f"  simrec clipped-DCG sweep: {len(M_VALUES)} m values on {n:,} sessions in "
+                      f"{sweep_s:.3f}s (+ {lookup_s:.3f}s target-exposure lookup; per-trajectory values "
+                      f"[14, N] {per_trajectory_s:.3f}s); m=∞: {estimate.value[-1]:.4f} ± "
+                      f"{estimate.standard_error[-1]:.4f}, online truth {truth:.4f}", flush=True)
+    return rows, sweep
+
+
+def _peer_python(venv: str | None, setup: bool) -> tuple[str | None, str]:
+    if not venv:
+        return None, "no peer environment (pass --peer-venv PATH or set SIMREC_OBP_VENV)"
+    python = Path(venv) / "bin" / "python"
+    if not python.exists():
+        if not setup:
+            return None, f"{python} does not exist (add --setup-peer to create it)"
+        print(f"creating the OBP environment in {venv} ...", flush=True)
+        steps = [[sys.executable, "-m", "venv", venv],
+                 [str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES],
+                 [str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-requires-python", "obp==0.5.7"]]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True)
+            if done.returncode != 0:
+                return None, f"setup step {' '.join(step[:4])} failed: {done.stderr.strip()[-300:]}"
+    return str(python), ""
+
+
+def bench_obp(python: str, rounds: int, iips_rounds: int) -> tuple[dict | None, str]:
+    args = json.dumps({"rounds": rounds, "iips_rounds": iips_rounds, "m": list(M_VALUES)})
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(OBP_DRIVER)
+    try:
+        done = subprocess.run([python, fh.name, args], capture_output=True, text=True, timeout=3600)
+    finally:
+        os.unlink(fh.name)
+    if done.returncode != 0:
+        return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="simrec bench feed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1_000_000, help="sessions at K = 10 (K = 100: 10 %%, K = 1000: 2 %%)")
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--peer-venv", default=os.environ.get("SIMREC_OBP_VENV"))
+    parser.add_argument("--setup-peer", action="store_true", help="create --peer-venv if missing")
+    parser.add_argument("--obp-rounds", type=int, default=5_000, help="rounds OBP generates per timing")
+    parser.add_argument("--iips-rounds", type=int, default=100_000)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < args.obp_rounds:
+        parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= --obp-rounds")
+
+    print(f"simrec bench feed: {os.cpu_count()} CPUs", flush=True)
+    rows, sweep = bench_simrec(args.sessions, args.users)
+    python, reason = _peer_python(args.peer_venv, args.setup_peer)
+    obp = None
+    if python:
+        obp, reason = bench_obp(python, args.obp_rounds, args.iips_rounds)
+    result = {"simrec": rows, "sweep": sweep, "obp": obp}
+
+    print("\n| what | simrec | OBP | ratio |\n|---|---|---|---|")
+    for row in rows:
+        line = f"| sessions/s, K={row['feed_length']}, {row['logging']} | {row['sessions_per_s']:,.0f} |"
+        if obp and row["feed_length"] == 10:
+            for label, key in (("PL, no propensities", "rounds_per_s_plain"),
+                               ("per-slot softmax + pscore_item_position", "rounds_per_s_with_pscore")):
+                print(f"{line} {obp[key]:,.0f} ({label}) | {row['sessions_per_s'] / obp[key]:,.0f}× |")
+        else:
+            print(f"{line} – | – |")
+    if sweep:
+        line = f"| 14-m clipped-DCG sweep, 10^6 sessions (s) | {sweep['seconds']:.3f} |"
+        if obp:
+            one = float(np.median(obp["iips_seconds"]))
+            print(f"{line} {one:.3f} (one IIPS call, {args.iips_rounds:,} rounds); "
+                  f"{sum(obp['iips_seconds']):.3f} (14 calls) | {one / sweep['seconds']:.1f}× |")
+        else:
+            print(f"{line} – | – |")
+    if obp is None:
+        print(f"\nobp unavailable: {reason}")
+    else:
+        result["ratios"] = {
+            "generation_deterministic_vs_obp_plain": rows[0]["sessions_per_s"] / obp["rounds_per_s_plain"],
+            "generation_plackett_luce_vs_obp_plain": rows[1]["sessions_per_s"] / obp["rounds_per_s_plain"],
+            "sweep_speedup_vs_one_iips_call": float(np.median(obp["iips_seconds"])) / sweep["seconds"]}
+        print(f"\nOBP {obp['obp_version']} in {args.peer_venv}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,204 @@
+"""Study ``valid_vs_test``: do validation scores predict test scores and what users want? (Lim Table 2, extended)
+
+Lim, McAuley, Lanckriet (RecSys'15, §5) argue that a measure which is unbiased under simple random
+sampling of the relevant items (ATOP, ADG, Recall@K: their "UBM" measures) takes the same
+expected value on any two disjoint uniform samples of a user's held-out relevant items, whatever
+their sizes, so validation predicts test; MAP and NDCG grow with the number of relevant items and
+do not (their Table 2: -20 % to -24 % on MovieLens). In simulation the prior-relevant sets are
+known, so the study adds the set that matters: the unobserved relevant items P⁺∖O⁺ (with all of
+O⁺ excluded from the ranking), about five times larger than the test split at rate 1/2.
+
+Per (dataset, fold, method) the model is `opt_adg.fit_and_evaluate` at the hyper-parameters with
+the best validation ADG (the same selection as study ``opt_adg``; run in one process, the two
+studies share the trained models). Diff% = 100 (X − test) / test of the fold means, as Lim's.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import matplotlib
+import numpy as np
+import pandas as pd
+
+from simrec.runner import Report, Study, key_id
+from studies import opt_adg
+from studies.opt_adg import LABELS, METRICS, DataConfig, TrainConfig
+
+matplotlib.use("Agg")
+
+UBM = ("atop", "adg", "recall@10")        # unbiased under SRS (Lim §5)
+SETS = ("valid", "test", "unobserved")
+#: evaluation protocols: suffix of the set names in `opt_adg.fit_and_evaluate`
+PROTOCOLS = {"held-out excluded": "", "train excluded, common users": "_shared"}
+Z_LIMIT = 3.0                             # |mean fold difference| / SE above this: sets disagree
+
+
+@dataclass(frozen=True)
+class ValidVsTestConfig:
+    """worlds, methods, real, data, training: as in `opt_adg.OptADGConfig` (same meaning, same
+    defaults except the methods: the oracle, popularity and the two MF models)."""
+    worlds: tuple[str, ...] = ("amazon", "lastfm", "movielens")
+    methods: tuple[str, ...] = ("oracle", "popularity", "mf_auc", "mf_adg")
+    real: bool = True
+    data: DataConfig = field(default_factory=DataConfig)
+    training: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        opt_adg.check_datasets(self.worlds, self.methods)
+
+
+PRESETS = {
+    "smoke": ValidVsTestConfig(worlds=("tiny",), methods=("oracle", "popularity", "mf_adg"),
+                               real=False, data=opt_adg.PRESETS["smoke"].data,
+                               training=opt_adg.PRESETS["smoke"].training),
+    "default": ValidVsTestConfig(data=opt_adg.PRESETS["default"].data,
+                                 training=opt_adg.PRESETS["default"].training),
+    "paper": ValidVsTestConfig(data=opt_adg.PRESETS["paper"].data,
+                               training=opt_adg.PRESETS["paper"].training),
+}
+
+
+def cells(config: ValidVsTestConfig) -> list[dict]:
+    names = opt_adg.datasets(config.worlds, config.real, config.data)
+    return [{"dataset": name, "fold": fold, "method": method}
+            for name in names for fold in range(config.data.n_folds) for method in config.methods
+            if not (method == "oracle" and name == opt_adg.REAL)]
+
+
+def compute(key, config: ValidVsTestConfig, cell: dict) -> dict:
+    """The selected model's metrics on every evaluation set, and the selected setting."""
+    root_id = key_id(key)
+    candidates = []
+    for setting in opt_adg.grid(cell["method"], config.training):
+        value = opt_adg.fit_and_evaluate(root_id, config.data, config.training, cell["dataset"],
+                                         cell["fold"], cell["method"], setting["l2"], setting["lr"],
+                                         setting["rank"])
+        candidates.append((setting, value))
+    best_setting, best = max(candidates, key=lambda pair: pair[1]["valid"]["adg"])
+    names = [s + suffix for suffix in PROTOCOLS.values() for s in SETS if s + suffix in best]
+    return {"setting": best_setting, **{s: best[s] for s in names}, "sizes": best["sizes"]}
+
+
+def _rows(config, results) -> pd.DataFrame:
+    rows = []
+    for r in results:
+        for protocol, suffix in PROTOCOLS.items():
+            for set_name in SETS:
+                if set_name + suffix in r.value:
+                    for spec in METRICS:
+                        rows.append({**r.cell, "protocol": protocol, "set": set_name,
+                                     "metric": spec, "value": r.value[set_name + suffix][spec],
+                                     "size": r.value["sizes"][set_name + suffix]})
+    return pd.DataFrame(rows)
+
+
+def _diff_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol, dataset, method and metric: fold means on each set, Diff% against test and
+    the z of the mean per-fold difference."""
+    wide = frame.pivot_table(index=["protocol", "dataset", "method", "metric", "fold"],
+                             columns="set", values="value", sort=False).reset_index()
+    rows = []
+    for (protocol, name, method, spec), part in wide.groupby(
+            ["protocol", "dataset", "method", "metric"], sort=False):
+        row = {"protocol": protocol, "dataset": name, "method": method, "metric": LABELS[spec]}
+        test = part["test"].mean()
+        row["test"] = test
+        for other in ("valid", "unobserved"):
+            if other not in part or part[other].isna().all():
+                row[other], row[f"Diff% {other}"], row[f"z {other}"] = np.nan, np.nan, np.nan
+                continue
+            row[other] = part[other].mean()
+            row[f"Diff% {other}"] = 100 * (row[other] - test) / test
+            diffs = (part[other] - part["test"]).to_numpy()
+            se = diffs.std(ddof=1) / math.sqrt(len(diffs))
+            row[f"z {other}"] = diffs.mean() / se if se > 0 else 0.0
+        row["UBM"] = "yes" if spec in UBM else "no"
+        rows.append(row)
+    columns = ["protocol", "dataset", "method", "metric", "UBM", "valid", "test", "unobserved", "Diff% valid",
+               "Diff% unobserved", "z valid", "z unobserved"]
+    return pd.DataFrame(rows)[columns]
+
+
+def _sizes(frame: pd.DataFrame) -> pd.DataFrame:
+    first = frame[(frame.metric == METRICS[0]) & (frame.protocol == next(iter(PROTOCOLS)))]
+    sizes = first.groupby(["dataset", "set"], sort=False)["size"].mean()
+    return sizes.unstack("set").reset_index()
+
+
+def _figure(diff: pd.DataFrame):
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    sns.set_theme(style="whitegrid", context="paper")
+    long = diff.melt(id_vars=["protocol", "dataset", "method", "metric"],
+                     value_vars=["Diff% valid", "Diff% unobserved"], var_name="set",
+                     value_name="Diff%").dropna()
+    long["set"] = long["set"].str.replace("Diff% ", "")
+    long["method"] = long["method"].str.replace("_", "-")
+    names = list(dict.fromkeys(long.dataset))
+    protocols = list(dict.fromkeys(long.protocol))
+    fig, axes = plt.subplots(len(protocols), len(names), figsize=(4.2 * len(names),
+                             3.4 * len(protocols)), sharey="row", squeeze=False)
+    for row, protocol in enumerate(protocols):
+        for ax, name in zip(axes[row], names):
+            part = long[(long.dataset == name) & (long.protocol == protocol)]
+            sns.stripplot(data=part, x="metric", y="Diff%", hue="set",
+                          order=[LABELS[m] for m in METRICS], dodge=True, jitter=0.15, size=5,
+                          ax=ax, palette={"valid": "C0", "unobserved": "C3"})
+            ax.axhline(0.0, color="grey", lw=0.8)
+            ax.set_title(f"{name} ({protocol})", fontsize=9)
+            ax.set_xlabel("")
+            ax.tick_params(axis="x", rotation=30)
+            if (row, name) != (0, names[0]):
+                ax.get_legend().remove()
+        axes[row][0].set_ylabel("Diff% against test\n(one point per method)")
+    fig.suptitle("Diff% of validation and of the unobserved relevant items P⁺∖O⁺ against test",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _pairs(diff: pd.DataFrame) -> list:
+    """(protocol, other set) pairs present in the Diff% table, each with its row count."""
+    return [((protocol, other), int(diff[diff.protocol == protocol][f"Diff% {other}"].notna().sum()))
+            for protocol in dict.fromkeys(diff.protocol) for other in ("valid", "unobserved")
+            if diff[diff.protocol == protocol][f"Diff% {other}"].notna().any()]
+
+
+def report(config: ValidVsTestConfig, results) -> Report:
+    frame = _rows(config, results)
+    diff = _diff_table(frame)
+    sizes = _sizes(frame)
+    lines = [opt_adg.budget_text(config, config.data, config.training), "",
+             "Diff% = 100 (X - test) / test of the means over folds (Lim Table 2); z = mean per-fold "
+             f"difference / its SE; the sets disagree when |z| > {Z_LIMIT}. Mean relevant items per "
+             "user: " + "; ".join(
+                 f"{r.dataset}: " + ", ".join(f"{s} {r[s]:.1f}" for s in SETS if s in r and not
+                                              pd.isna(r[s])) for _, r in sizes.iterrows()), ""]
+    lines += ["Protocols: 'held-out excluded' (the brief's protocol) ranks valid without train "
+              "and test, test without train and valid, P⁺∖O⁺ without O⁺ (each set in its own list), "
+              "each averaged over the users with an item in it; 'train excluded, common users' "
+              "ranks all three in one list without the training items and averages over the users "
+              "with items in every set, where given the model the sets are uniform random subsets "
+              "of each user's P⁺∖train (Lim §5's exchangeability argument holds exactly).", ""]
+    for (protocol, other), _ in _pairs(diff):
+        part = diff[diff.protocol == protocol].dropna(subset=[f"Diff% {other}"])
+        lines.append(f"{protocol}, {other} vs test:")
+        for spec, g in part.groupby("metric", sort=False):
+            worst = g[f"Diff% {other}"].abs().max()
+            agree = int((g[f"z {other}"].abs() <= Z_LIMIT).sum())
+            kind = "UBM" if g.UBM.iloc[0] == "yes" else "not UBM"
+            lines.append(f"- {spec} ({kind}): |Diff%| <= {worst:.2f} %, median "
+                         f"{g[f'Diff% {other}'].median():+.2f} %; agree (|z| <= {Z_LIMIT}) in "
+                         f"{agree} of {len(g)} dataset x method rows")
+        lines.append("")
+    return Report(tables={"table_diff": diff, "table_sizes": sizes},
+                  figures={"fig_diff": _figure(diff)}, summary="\n".join(lines))
+
+
+STUDY = Study(
+    name="valid_vs_test",
+    description="Lim et al. Table 2 extended: UBM measures (ATOP, ADG, Recall@10) agree on valid, "
+                "test and the unobserved relevant items P⁺∖O⁺; MAP and NDCG do not",
+    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
+    report_helpers=(_rows, _diff_table, _sizes, _figure, _pairs))

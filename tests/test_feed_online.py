@@ -1,0 +1,105 @@
+"""Online ground truth: exact values against loops, and against simulated A/B tests."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from simrec import feed
+
+X, A, K = 16, 24, 5
+RNG = np.random.default_rng(0)
+Q_LIKE = RNG.uniform(0, 0.4, (X, A)).astype(np.float32)
+Q_WATCH = RNG.uniform(0, 0.9, (X, A)).astype(np.float32)
+SCORES = RNG.normal(size=(X, A)).astype(np.float32)
+ACTIVITY = RNG.dirichlet(np.ones(X)).astype(np.float32)
+VIEW = feed.Exponential(0.8)
+SCENARIO = feed.Scenario(VIEW, (feed.from_table(Q_LIKE), feed.from_table(Q_WATCH)), ACTIVITY, ("like", "watch"))
+SORT = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(SCORES)), K)
+
+
+def survival():
+    return 0.8 ** np.arange(K, dtype=np.float64)
+
+
+def loop_value(quality, rankings, weight_of_rank):
+    """sum_x activity[x] sum_i weight_of_rank(x, ranking, i) q(x, ranking[i])."""
+    total = 0.0
+    for x in range(X):
+        total += ACTIVITY[x] * sum(weight_of_rank(x, rankings[x], i) * quality[x, rankings[x][i]] for i in range(K))
+    return total
+
+
+def test_deterministic_value_matches_loop():
+    rankings = np.argsort(-SCORES, axis=1, kind="stable")[:, :K]
+    value = feed.online_value(None, SCENARIO, SORT)
+    S = survival()
+    for s, q in enumerate((Q_LIKE, Q_WATCH)):
+        assert value.mean[s] == pytest.approx(loop_value(q, rankings, lambda x, r, i: S[i]), rel=1e-5)
+    assert np.all(value.standard_error == 0)
+
+
+def test_epsilon_greedy_value_matches_closed_form():
+    eps = 0.3
+    policy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(SCORES)), eps), K)
+    rankings = np.argsort(-SCORES, axis=1, kind="stable")[:, :K]
+    S = survival()
+    exploit = loop_value(Q_WATCH, rankings, lambda x, r, i: S[i])
+    explore = float(ACTIVITY @ Q_WATCH.mean(1, dtype=np.float64)) * S.sum()
+    assert feed.online_value(None, SCENARIO, policy).mean[1] == pytest.approx((1 - eps) * exploit + eps * explore, rel=1e-5)
+
+
+def test_cascade_and_satiation_value_matches_loop():
+    p, beta = 0.6, 0.5
+    scenario = dataclasses.replace(SCENARIO, view=feed.Cascade(VIEW, p, stop_signal=1), satiation=beta)
+    rankings = np.argsort(-SCORES, axis=1, kind="stable")[:, :K]
+    S = survival()
+
+    def satiated(q, x, r, i):
+        return q[x, r[i]] * np.prod([1 - beta * q[x, r[j]] for j in range(i)])
+
+    def reach(x, r, i):
+        return S[i] * np.prod([1 - p * satiated(Q_WATCH, x, r, j) for j in range(i)])
+
+    value = feed.online_value(None, scenario, SORT)
+    for s, q in enumerate((Q_LIKE, Q_WATCH)):
+        want = sum(ACTIVITY[x] * sum(reach(x, rankings[x], i) * satiated(q, x, rankings[x], i) for i in range(K))
+                   for x in range(X))
+        assert value.mean[s] == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("case", ["epsilon-greedy", "cascade+satiation", "random-subset"])
+def test_online_value_agrees_with_ab_test(case):
+    scenario, key = SCENARIO, jax.random.key(1)
+    if case == "epsilon-greedy":
+        policy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(SCORES)), 0.4), K)
+    elif case == "cascade+satiation":
+        scenario = dataclasses.replace(SCENARIO, view=feed.Cascade(VIEW, 0.7, stop_signal=0), satiation=0.4)
+        policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(SCORES), 0.7), K)
+    else:
+        policy = feed.Policy(feed.RandomSubset(A, 8), feed.Sort(feed.from_table(SCORES)), K)
+    truth = feed.online_value(key, scenario, policy, num_samples=400)
+    ab = feed.ab_test(jax.random.key(2), scenario, [policy], 40_000)
+    z = np.abs(ab.mean[0] - truth.mean) / np.sqrt(ab.standard_error[0] ** 2 + truth.standard_error ** 2)
+    assert np.all(z <= 4), z
+
+
+def test_ab_test_arms_differ_as_their_values_do():
+    best = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(Q_WATCH)), K)
+    ab = feed.ab_test(jax.random.key(3), SCENARIO, [SORT, best], 20_000)
+    assert ab.mean.shape == (2, 2) and ab.standard_error.shape == (2, 2)
+    assert ab.mean[1, 1] - ab.mean[0, 1] > 5 * np.hypot(*ab.standard_error[:, 1])
+    assert feed.online_value(None, SCENARIO, best).mean[1] > feed.online_value(None, SCENARIO, SORT).mean[1]
+
+
+def _bad_quality(params, contexts, items):
+    return jnp.full(items.shape, 1.5)
+
+
+def test_online_value_rejects_fatigue_and_bad_quality():
+    with pytest.raises(ValueError, match="ab_test"):
+        feed.online_value(None, dataclasses.replace(SCENARIO, fatigue=0.1), SORT)
+    bad = dataclasses.replace(SCENARIO, quality=(feed.ItemFn(_bad_quality, None, A), feed.from_table(Q_WATCH)))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        feed.online_value(None, bad, SORT)

@@ -1,0 +1,182 @@
+"""Policies and exposures: closed forms, brute-force enumeration, Monte Carlo, stability."""
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from simrec import feed
+
+VIEW = feed.Logarithmic()
+
+
+def survival(k):
+    return 1.0 / np.log2(np.arange(1, k + 1) + 1.0)
+
+
+def rank_by_loop(scores_row, items):
+    """0-based rank of each item among `items`: strictly higher scores, ties by lower id."""
+    return {a: sum(1 for b in items if scores_row[b] > scores_row[a] or
+                   (scores_row[b] == scores_row[a] and b < a)) for a in items}
+
+
+def scores_with_ties(rng, x, a):
+    return np.round(rng.normal(size=(x, a)), 1).astype(np.float32)   # rounding creates ties
+
+
+def test_sort_exposure_closed_form_with_ties():
+    rng = np.random.default_rng(0)
+    X, A, K = 6, 9, 5
+    s = scores_with_ties(rng, X, A)
+    policy = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(s)), K)
+    got = np.asarray(feed.exposure(None, policy, VIEW, jnp.arange(X)).mean)
+    S = survival(K)
+    for x in range(X):
+        ranks = rank_by_loop(s[x], range(A))
+        np.testing.assert_allclose(got[x], [S[ranks[a]] if ranks[a] < K else 0 for a in range(A)], rtol=1e-6)
+    assert np.all(feed.exposure(None, policy, VIEW, jnp.arange(X)).standard_error == 0)
+
+
+def test_epsilon_greedy_and_top_k_closed_form():
+    rng = np.random.default_rng(1)
+    X, A, k, K, eps = 4, 12, 6, 4, 0.25
+    retrieval, ranker = rng.normal(size=(X, A)).astype(np.float32), scores_with_ties(rng, X, A)
+    policy = feed.Policy(feed.TopK(feed.from_table(retrieval), k),
+                         feed.EpsilonGreedy(feed.Sort(feed.from_table(ranker)), eps), K)
+    got = np.asarray(feed.exposure(None, policy, VIEW, jnp.arange(X)).mean)
+    S = survival(K)
+    for x in range(X):
+        candidates = list(np.argsort(-retrieval[x], kind="stable")[:k])
+        ranks = rank_by_loop(ranker[x], candidates)
+        want = np.zeros(A)
+        for a in candidates:
+            want[a] = (1 - eps) * (S[ranks[a]] if ranks[a] < K else 0) + eps * S.sum() / k
+        np.testing.assert_allclose(got[x], want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.3])
+def test_random_subset_exact_matches_enumeration(eps):
+    rng = np.random.default_rng(2)
+    X, A, k, K = 3, 6, 3, 2
+    s = scores_with_ties(rng, X, A)
+    ranker = feed.Sort(feed.from_table(s))
+    policy = feed.Policy(feed.RandomSubset(A, k), feed.EpsilonGreedy(ranker, eps), K)
+    got = np.asarray(feed.exposure(None, policy, VIEW, jnp.arange(X)).mean)
+    S = survival(K)
+    subsets = list(itertools.combinations(range(A), k))
+    for x in range(X):
+        want = np.zeros(A)
+        for subset in subsets:
+            ranks = rank_by_loop(s[x], subset)
+            for a in subset:
+                want[a] += ((1 - eps) * (S[ranks[a]] if ranks[a] < K else 0) + eps * S.sum() / k) / len(subsets)
+        np.testing.assert_allclose(got[x], want, rtol=1e-5, atol=1e-7)
+
+
+def plackett_luce_enumeration(logits, K):
+    """Exact exposure of a PL ranking over all permutations (float64)."""
+    A = logits.shape[0]
+    w = np.exp(logits - logits.max())
+    S = survival(K)
+    out = np.zeros(A)
+    for perm in itertools.permutations(range(A)):
+        p = 1.0
+        for i, a in enumerate(perm):
+            p *= w[a] / w[list(perm[i:])].sum()
+        for i, a in enumerate(perm[:K]):
+            out[a] += p * S[i]
+    return out
+
+
+def test_plackett_luce_monte_carlo_matches_enumeration():
+    rng = np.random.default_rng(3)
+    X, A, K, T = 3, 5, 3, 0.6
+    s = rng.normal(size=(X, A)).astype(np.float32)
+    want = np.stack([plackett_luce_enumeration(s[x].astype(np.float64) / T, K) for x in range(X)])
+    policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(s), T), K)
+    est = feed.exposure(jax.random.key(4), policy, VIEW, jnp.arange(X), num_samples=3000)
+    z = np.abs(np.asarray(est.mean) - want) / np.maximum(np.asarray(est.standard_error), 1e-9)
+    assert np.all(z <= 4), z.max()
+    assert np.all(est.standard_error > 0)
+
+
+def test_sampled_rankings_match_enumeration():
+    """The session sampler (Gumbel top-K), not only the exposure estimator, follows PL."""
+    rng = np.random.default_rng(5)
+    A, K, T, n = 5, 3, 0.8, 40_000
+    s = rng.normal(size=(1, A)).astype(np.float32)
+    policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(s), T), K)
+    rankings = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(6), policy, jnp.zeros(n, jnp.int32)))
+    S = survival(K)
+    per_session = np.zeros((n, A))
+    np.put_along_axis(per_session, rankings, S[None, :], axis=1)
+    want = plackett_luce_enumeration(s[0].astype(np.float64) / T, K)
+    se = per_session.std(0) / np.sqrt(n)
+    assert np.all(np.abs(per_session.mean(0) - want) <= 4 * se + 1e-9)
+    assert np.all(np.sort(rankings, axis=1)[:, 1:] != np.sort(rankings, axis=1)[:, :-1])   # no repeats
+
+
+def test_extreme_scores_give_finite_exposures_in_range():
+    s = np.array([[1e4, -1e4, 0.0, 3e3, -3e3]] * 3, np.float32)
+    policy = feed.Policy(feed.all_items(5), feed.PlackettLuce(feed.from_table(s), 0.01), 3)
+    est = feed.exposure(jax.random.key(1), policy, VIEW, jnp.arange(3), num_samples=3000)
+    mean = np.asarray(est.mean)
+    assert np.all(np.isfinite(mean)) and np.all(mean >= 0) and np.all(mean <= 1 + 1e-6)
+    assert np.all(np.isfinite(est.standard_error))
+    np.testing.assert_allclose(mean[:, [0, 3, 2]], np.tile(survival(3), (3, 1)), rtol=1e-5)   # certain
+    assert np.all(mean[:, [1, 4]] < 1e-30)
+
+
+def test_tiny_exposures_stay_positive_and_accurate():
+    """PL-Rank in log space resolves exposures of order e^-20 that sampling alone never sees."""
+    s = np.array([[0.0, -50.0, -60.0, -70.0, -75.0]] * 3, np.float32)
+    policy = feed.Policy(feed.all_items(5), feed.PlackettLuce(feed.from_table(s), 1.0), 3)
+    est = np.asarray(feed.exposure(jax.random.key(2), policy, VIEW, jnp.arange(3), num_samples=3000).mean)[0]
+    want = plackett_luce_enumeration(s[0].astype(np.float64), 3)
+    assert np.all(est > 0)
+    np.testing.assert_allclose(est, want, rtol=1e-3)
+
+
+def test_best_by_true_quality_ranks_best_items_first():
+    rng = np.random.default_rng(8)
+    quality = rng.uniform(size=(20, 30)).astype(np.float32)
+    policy = feed.Policy(feed.all_items(30), feed.Sort(feed.from_table(quality)), 10)
+    shown = np.asarray(feed.sample_ranking(None, policy, jnp.arange(20)))
+    np.testing.assert_array_equal(shown, np.argsort(-quality, axis=1)[:, :10])
+    shown_quality = np.take_along_axis(quality, shown, axis=1)
+    assert np.all(np.diff(shown_quality, axis=1) <= 0)
+
+
+def test_item_ids_stay_int32_above_40000():
+    A, X, K = 50_000, 3, 10
+    rng = np.random.default_rng(9)
+    s = rng.normal(size=(X, A)).astype(np.float32)
+    s[:, 45_678] = 100.0                                         # a high id ranked first
+    for policy in (feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(s)), K),
+                   feed.Policy(feed.TopK(feed.from_table(s), 20), feed.PlackettLuce(feed.from_table(s), 0.5), K)):
+        shown = feed.sample_ranking(jax.random.key(0), policy, jnp.arange(X))
+        assert shown.dtype == jnp.int32 and int(shown.max()) >= 45_678 and int(shown.min()) >= 0
+        assert np.all(np.asarray(shown)[:, 0] == 45_678) or not feed.is_deterministic(policy)
+    table = feed.exposure(None, feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(s)), K), VIEW,
+                          jnp.arange(X)).mean
+    assert table.shape == (X, A) and np.all(np.asarray(table)[:, 45_678] == 1.0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda f: feed.Policy(feed.all_items(5), feed.Sort(f), 6),
+    lambda f: feed.Policy(feed.all_items(4), feed.Sort(f), 2),
+    lambda f: feed.PlackettLuce(f, 0.0),
+    lambda f: feed.EpsilonGreedy(feed.Sort(f), 1.5),
+    lambda f: feed.FixedCandidates(jnp.array([0, 0, 1]), 5),
+    lambda f: feed.FixedCandidates(jnp.array([0, 7]), 5),
+    lambda f: feed.TopK(f, 6),
+    lambda f: feed.RandomSubset(5, 6),
+    lambda f: feed.from_table(np.array([[np.nan, 1.0]])),
+    lambda f: feed.exposure(None, feed.Policy(feed.all_items(5), feed.PlackettLuce(f, 1.0), 2), VIEW, [0, 1]),
+    lambda f: feed.exposure(None, feed.Policy(feed.all_items(5), feed.Sort(f), 2), VIEW, [[0, 1]]),
+])
+def test_invalid_policies_raise(make):
+    f = feed.from_table(np.zeros((2, 5), np.float32))
+    with pytest.raises(ValueError):
+        make(f)

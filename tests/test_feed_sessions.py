@@ -1,0 +1,193 @@
+"""Session simulation: log layout, per-session context, view/reward statistics, violations.
+
+Most tests share one scenario structure, one session count and two policies so that the
+simulator compiles only a few times."""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from simrec import feed
+
+X, A, K, N = 16, 24, 5, 30_000
+VIEW = feed.Exponential(0.8)
+SCORES = np.random.default_rng(0).normal(size=(X, A)).astype(np.float32)
+
+
+def make_scenario(like, watch, view=VIEW, **switches):
+    return feed.Scenario(view, (feed.from_table(like), feed.from_table(watch)),
+                         np.full(X, 1.0 / X, np.float32), ("like", "watch"), **switches)
+
+
+def sort_policy(scores=SCORES):
+    return feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(scores)), K)
+
+
+def pl_policy():
+    return feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(SCORES), 0.5), K)
+
+
+@pytest.fixture(scope="module")
+def pl_exposure():
+    """Any table serves to check that ε₀ is recorded (its correctness is tested elsewhere)."""
+    return jnp.asarray(np.random.default_rng(1).uniform(0.1, 1.0, (X, A)), jnp.float32)
+
+
+def planted_quality():
+    """q(x, a) = 1 exactly for a = (7x + 3) mod A, else 0: a reward reveals its session's user."""
+    q = np.zeros((X, A), np.float32)
+    q[np.arange(X), (7 * np.arange(X) + 3) % A] = 1.0
+    return q
+
+
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_rewards_come_from_the_sessions_own_context(stochastic, pl_exposure):
+    scenario = make_scenario(planted_quality(), np.full((X, A), 0.5, np.float32))
+    if stochastic:
+        policy, table = pl_policy(), pl_exposure
+    else:   # make every user's planted item visible in their deterministic feed
+        s = SCORES.copy()
+        s[np.arange(X), (7 * np.arange(X) + 3) % A] = 10.0
+        policy, table = sort_policy(s), None
+    log = feed.simulate(jax.random.key(1), scenario, policy, N, logging_exposure=table)
+    users, items, rewards = (np.asarray(a) for a in (log.users, log.items, log.rewards[0]))
+    rewarded_user = np.broadcast_to(users[:, None], items.shape)[rewards]
+    assert rewards.sum() > 1000
+    np.testing.assert_array_equal(items[rewards], (7 * rewarded_user + 3) % A)
+
+
+def test_log_layout_and_dtypes(pl_exposure):
+    rng = np.random.default_rng(1)
+    scenario = make_scenario(rng.uniform(0, 0.3, (X, A)), rng.uniform(0, 0.9, (X, A)))
+    log = feed.simulate(jax.random.key(2), scenario, pl_policy(), N, day=3, logging_exposure=pl_exposure)
+    assert log.users.dtype == jnp.int32 and log.items.dtype == jnp.int32 and log.day.dtype == jnp.int32
+    assert log.rewards.shape == (2, N, K) and log.rewards.dtype == jnp.bool_
+    viewed, items = np.asarray(log.viewed), np.asarray(log.items)
+    depth = viewed.sum(1)
+    np.testing.assert_array_equal(viewed, np.arange(K)[None] < depth[:, None])      # a prefix
+    np.testing.assert_array_equal(np.asarray(feed.depth(log)), depth)
+    assert np.all(items[~viewed] == -1) and np.all(items[viewed] >= 0)
+    assert not np.any(np.asarray(log.rewards)[:, ~viewed])
+    assert np.all(np.asarray(log.day) == 3)
+    shown = np.sort(np.where(viewed, items, -1 - np.arange(K)[None]), axis=1)          # no repeats
+    assert np.all(shown[:, 1:] != shown[:, :-1])
+    table, users = np.asarray(pl_exposure), np.asarray(log.users)
+    want = np.where(viewed, table[users[:, None], np.maximum(items, 0)], 0.0)
+    np.testing.assert_allclose(log.logging_exposure, want, rtol=1e-6)
+
+
+def test_exact_logging_exposure_is_computed_when_not_given():
+    scenario = make_scenario(np.full((X, A), 0.1, np.float32), np.full((X, A), 0.1, np.float32))
+    log = feed.simulate(jax.random.key(3), scenario, sort_policy(), N)
+    S = np.asarray(feed.view_probability(VIEW, K))
+    viewed = np.asarray(log.viewed)
+    np.testing.assert_allclose(np.asarray(log.logging_exposure)[viewed],
+                               np.broadcast_to(S, viewed.shape)[viewed], rtol=1e-6)
+
+
+def test_views_and_rewards_follow_the_examination_hypothesis():
+    scenario = make_scenario(np.full((X, A), 0.3, np.float32), np.full((X, A), 0.6, np.float32))
+    log = feed.simulate(jax.random.key(3), scenario, sort_policy(), N)
+    S = np.asarray(feed.view_probability(VIEW, K), np.float64)
+    for observed, p in ((np.asarray(log.viewed).mean(0), S), (np.asarray(log.rewards[0]).mean(0), 0.3 * S),
+                        (np.asarray(log.rewards[1]).mean(0), 0.6 * S)):
+        assert np.all(np.abs(observed - p) <= 4 * np.sqrt(p * (1 - p) / N))
+
+
+def test_users_follow_activity():
+    activity = np.arange(1, X + 1, dtype=np.float64)
+    activity /= activity.sum()
+    scenario = dataclasses.replace(make_scenario(np.full((X, A), 0.1, np.float32), np.zeros((X, A), np.float32)),
+                                   activity=activity.astype(np.float32))
+    log = feed.simulate(jax.random.key(4), scenario, sort_policy(), N)
+    counts = np.bincount(np.asarray(log.users), minlength=X)
+    assert np.all(np.abs(counts / N - activity) <= 4 * np.sqrt(activity * (1 - activity) / N))
+
+
+def test_same_key_same_log_and_chunking_is_seamless(pl_exposure):
+    scenario = make_scenario(np.full((X, A), 0.5, np.float32), np.full((X, A), 0.5, np.float32))
+    policy = pl_policy()
+    n, chunk = 70_001, 32_768                  # three chunks of the size the other tests compile
+    a = feed.simulate(jax.random.key(5), scenario, policy, n, logging_exposure=pl_exposure, chunk_size=chunk)
+    b = feed.simulate(jax.random.key(5), scenario, policy, n, logging_exposure=pl_exposure, chunk_size=chunk)
+    c = feed.simulate(jax.random.key(6), scenario, policy, n, logging_exposure=pl_exposure, chunk_size=chunk)
+    for name in ("users", "items", "viewed", "rewards", "logging_exposure"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.users.shape == (n,) and not np.array_equal(a.items, c.items)
+    assert not np.array_equal(a.items[:chunk], a.items[chunk:2 * chunk])   # chunks differ
+    both = feed.concatenate([a, c])
+    assert both.rewards.shape == (2, 2 * n, K) and both.users.shape == (2 * n,)
+
+
+def test_cascade_stops_after_the_first_click():
+    view = feed.Cascade(feed.Exponential(1.0), 1.0, stop_signal=0)
+    scenario = make_scenario(np.full((X, A), 0.4, np.float32), np.full((X, A), 0.9, np.float32), view=view)
+    log = feed.simulate(jax.random.key(7), scenario, sort_policy(), N)
+    likes, viewed = np.asarray(log.rewards[0]), np.asarray(log.viewed)
+    depth = viewed.sum(1)
+    clicked = likes.any(1)
+    first_click = np.argmax(likes, axis=1) + 1
+    np.testing.assert_array_equal(depth[clicked], first_click[clicked])     # stop right after it
+    assert np.all(depth[~clicked] == K) and np.all(likes.sum(1) <= 1)
+    p = 0.6 ** np.arange(K)                       # P(D >= i) = (1 - 0.4)^(i-1) with certain stops
+    assert np.all(np.abs(viewed.mean(0) - p) <= 4 * np.sqrt(p * (1 - p) / N) + 1e-9)
+
+
+def test_satiated_quality_matches_loop():
+    rng = np.random.default_rng(8)
+    q = rng.uniform(size=(2, 3, 7)).astype(np.float32)
+    q[0, 0, 2] = 1.0
+    beta = 1.0
+    got = np.asarray(feed.satiated_quality(jnp.asarray(q), beta))
+    want = q.astype(np.float64).copy()
+    for idx in np.ndindex(q.shape[:-1]):
+        for i in range(q.shape[-1]):
+            want[idx + (i,)] = q[idx + (i,)] * np.prod(1 - beta * q[idx][:i].astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_fatigue_carries_state_across_sessions(pl_exposure):
+    """φ = 1: an item viewed once by a user never rewards that user again."""
+    scenario = make_scenario(np.ones((X, A), np.float32), np.ones((X, A), np.float32), fatigue=1.0)
+    log = feed.simulate(jax.random.key(9), scenario, pl_policy(), 3_000, logging_exposure=pl_exposure,
+                        round_size=1)
+    users, items, rewards = (np.asarray(a) for a in (log.users, log.items, log.rewards[0]))
+    pairs = np.stack([np.broadcast_to(users[:, None], items.shape)[rewards], items[rewards]], 1)
+    assert len(pairs) == len({tuple(p) for p in pairs.tolist()})           # each (user, item) once
+    assert len(pairs) > X * K                                              # and fatigue did bind
+    assert len(pairs) < 0.1 * np.asarray(log.viewed).sum()                 # most views go unrewarded
+
+
+def test_large_catalogue_keeps_int32_ids():
+    A_big, X_small = 45_000, 4
+    rng = np.random.default_rng(10)
+    s = rng.normal(size=(X_small, A_big)).astype(np.float32)
+    s[:, 44_321] = 50.0
+    q = np.zeros((X_small, A_big), np.float32)
+    q[:, 44_321] = 1.0
+    scenario = feed.Scenario(feed.Logarithmic(), (feed.from_table(q),), np.full(X_small, 0.25, np.float32), ("like",))
+    policy = feed.Policy(feed.TopK(feed.from_table(s), 50), feed.Sort(feed.from_table(s)), 5)
+    log = feed.simulate(jax.random.key(11), scenario, policy, 2_000)
+    assert log.items.dtype == jnp.int32
+    items, rewards = np.asarray(log.items), np.asarray(log.rewards[0])
+    assert np.all(items[:, 0] == 44_321) and np.all(items[rewards] == 44_321) and rewards.sum() == 2_000
+
+
+@pytest.mark.parametrize("make", [
+    lambda q: feed.Scenario(VIEW, (q,), np.full(X, 0.5 / X, np.float32), ("like",)),
+    lambda q: feed.Scenario(VIEW, (q,), np.full(X, 1.0 / X, np.float32), ("like", "watch")),
+    lambda q: feed.Scenario(VIEW, (feed.from_table(np.full((X, A), 1.5)),), np.full(X, 1.0 / X, np.float32), ("like",)),
+    lambda q: feed.Scenario(feed.Cascade(VIEW, 0.5, 1), (q,), np.full(X, 1.0 / X, np.float32), ("like",)),
+    lambda q: feed.Scenario(VIEW, (q,), np.full(X, 1.0 / X, np.float32), ("like",), satiation=1.5),
+    lambda q: feed.Scenario(VIEW, (q,), np.full(X, 1.0 / X, np.float32), ("like",), fatigue=-0.1),
+    lambda q: feed.simulate(jax.random.key(0), make_scenario(np.zeros((X, A)), np.zeros((X, A))), sort_policy(), 10,
+                            logging_exposure=np.zeros((X, 3))),
+    lambda q: feed.simulate(jax.random.key(0), make_scenario(np.zeros((X, A)), np.zeros((X, A))), sort_policy(), 0),
+    lambda q: feed.simulate(jax.random.key(0), make_scenario(np.zeros((X, A)), np.zeros((X, A))),
+                            feed.Policy(feed.all_items(A + 1), feed.Sort(feed.from_table(np.zeros((X, A + 1)))), K), 10),
+])
+def test_invalid_scenarios_raise(make):
+    with pytest.raises(ValueError):
+        make(feed.from_table(np.zeros((X, A), np.float32)))
