@@ -6,6 +6,8 @@ line naming the problem and the valid choices and exit with status 2, without a 
 from __future__ import annotations
 
 import argparse
+import functools
+import math
 import sys
 from pathlib import Path
 
@@ -74,8 +76,58 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _expand_values(values: list[str], limit: float | None = None) -> list[str]:
+    """Expand one ``...`` in a value list: ``1,2,4,...,4096,inf`` continues the arithmetic or
+    geometric progression of the (at least three) numbers before it up to the number after it,
+    which it must reach exactly; values after that are kept as given. An infinite end
+    (``1,2,4,...,inf``) continues up to `limit` (the largest finite value of the swept field's
+    current tuple, e.g. 4096 for the clipping grid m) and keeps the inf."""
+    if "..." not in values:
+        return values
+    i = values.index("...")
+    if values.count("...") > 1 or i < 3 or i + 1 >= len(values):
+        raise UsageError("--values: '...' needs at least three numbers before it and an end after it, "
+                         "e.g. 1,2,4,...,4096,inf")
+    try:
+        head, end = [float(v) for v in values[i - 3:i]], float(values[i + 1])
+    except ValueError:
+        raise UsageError(f"--values: '...' continues numbers only, got {values[i - 3:i + 2]}") from None
+    a, b, c = head
+    if not all(map(math.isfinite, head)):
+        raise UsageError(f"--values: '...' continues finite numbers only, got {values[i - 3:i]}")
+    if math.isclose(b - a, c - b) and b != a:
+        step = lambda x: x + (b - a)                     # noqa: E731
+    elif a != 0 and b != 0 and math.isclose(b / a, c / b) and b / a > 0 and b != a:
+        step = lambda x: x * (b / a)                     # noqa: E731
+    else:
+        raise UsageError(f"--values: {values[i - 3:i]} is neither an arithmetic nor a geometric progression")
+    exact = math.isfinite(end)
+    if not exact and (limit is None or not math.isfinite(limit) or (limit - c) * (c - a) <= 0):
+        raise UsageError("--values: '...' needs a finite end here, e.g. 1,2,4,...,4096,inf")
+    stop = end if exact else limit
+    out, x = [], step(c)
+    while (stop - x) * (c - a) > 0 and not math.isclose(x, stop) and len(out) < 10_000:
+        out.append(x)
+        x = step(x)
+    if not math.isclose(x, stop):
+        if exact:
+            raise UsageError(f"--values: the progression {values[i - 3:i]} does not reach {values[i + 1]}")
+    elif not exact:
+        out.append(x)                                    # the limit itself, then the given inf
+    return values[:i] + [format(v, ".12g") for v in out] + values[i + 1:]
+
+
 def cmd_sweep(args) -> int:
-    """Run one study once per value of a config field; outputs go to OUT/FIELD=VALUE/."""
+    """Run one study once per value of a config field; outputs go to OUT/FIELD=VALUE/.
+
+    Cells are cached in results/STUDY/.cache (OUT/.cache with --out), so a sweep reuses the cells
+    of an earlier `simrec run STUDY`. When the field is a tuple that the study declares a report
+    field (its points are cells, e.g. the clipping grid m of `sensitivity`), the study first runs
+    once over all values together (OUT/FIELD=all/), so that it can compute every setting in one
+    vectorised pass; the per-value runs then read their cells from the cache.
+    """
+    import typing
+
     import pandas as pd
 
     from simrec.runner import atomic_write_text, write_table
@@ -88,20 +140,30 @@ def cmd_sweep(args) -> int:
         raise UsageError(f"sweep field {args.field!r} {'is ambiguous' if matches else 'is unknown'}"
                          f"; valid fields: {', '.join(sorted(fields))}")
     key = matches[0]
-    values = [v.strip() for v in args.values.split(",") if v.strip()]
+    current = getattr(functools.reduce(getattr, key.split(".")[:-1], base), key.split(".")[-1])
+    finite = [float(v) for v in current if isinstance(v, (int, float)) and math.isfinite(v)] \
+        if isinstance(current, tuple) else []
+    values = _expand_values([v.strip() for v in args.values.split(",") if v.strip()],
+                            max(finite) if finite else None)
     if not values:
         raise UsageError("--values needs at least one value, e.g. --values 1,2,4,inf")
     configs = [(v, with_overrides(base, {**sets, key: v})) for v in values]
     root = Path(args.out or Path("results") / f"sweep-{study.name}-{key}")
+    cache = root / ".cache" if args.out else Path("results") / study.name / ".cache"
+    if typing.get_origin(fields[key]) is tuple and key in study.report_fields and len(values) > 1:
+        together = with_overrides(base, {**sets, key: ",".join(values)})
+        summary = run(study, together, seed=args.seed, out=root / f"{key}=all", preset=args.preset,
+                      cache_dir=cache, progress=not args.quiet)
+        print(f"{key}=all: {summary.cells_computed} computed, {summary.cells_cached} cached")
     combined: dict[str, list] = {}
     for value, config in configs:
         out = root / f"{key}={value}"
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
-                      cache_dir=root / ".cache", progress=not args.quiet)
+                      cache_dir=cache, progress=not args.quiet)
         print(f"{key}={value}: {summary.cells_computed} computed, {summary.cells_cached} cached")
         for csv in sorted(out.glob("table*.csv")):
             frame = pd.read_csv(csv)
-            frame.insert(0, key, value)
+            frame.insert(0, key if key not in frame.columns else f"sweep {key}", value)
             combined.setdefault(csv.stem, []).append(frame)
     for name, frames in combined.items():
         write_table(root, name, pd.concat(frames, ignore_index=True))

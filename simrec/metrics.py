@@ -16,6 +16,16 @@ scores each metric is exactly its plain form:
     ATOP      = mean_{i in rel} (N - p(i)) / N,  N = number of non-excluded items   (Steck)
     AUC       = mean_{i in rel} (#irrelevant below i + #irrelevant tied with i / 2) / #irrelevant
 
+Graded gains (`dcg` and `ndcg` with ``gains=``): relevant item i carries gain g(i) >= 0 instead of
+1 (non-relevant items carry 0), e.g. a rating or 2^rating - 1, with imputed values for missing
+ratings as in Steck (RecSys'13, §3.2). Tie-aware the same way, since an item's position is uniform
+over its tie group whatever its gain:
+
+    DCG@K  = sum_{i in rel} g(i) * mean_{p = rank(i)}^{rank(i) + ties(i)} [p < K] / log2(p + 2)
+    nDCG@K = DCG@K / IDCG@K,  IDCG@K = sum_{j < min(K, |rel|)} g_(j) / log2(j + 2),
+
+g_(0) >= g_(1) >= ... the relevant items' gains sorted descending. All gains 1 is the binary case.
+
 A user with no relevant item gets NaN (AUC is also NaN when every non-excluded item is relevant);
 `mean` skips NaN. A user whose every item is excluded is an error. Scores are compared in float32
 (JAX's default precision): float64 scores that differ only beyond float32 precision are tied.
@@ -215,13 +225,15 @@ def _harmonic(n: int) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, n + 1, dtype=np.float64))])
 
 
-def _dcg_from(c: _Counts, k) -> np.ndarray:
-    """Expected DCG@k: each relevant item's discount averaged over its tie positions."""
+def _dcg_from(c: _Counts, k, gains: np.ndarray | None = None) -> np.ndarray:
+    """Expected DCG@k: each relevant item's discount averaged over its tie positions, times its
+    gain (f64[M] in pair order; None: gain 1)."""
     prefix = _discount_prefix(int(c.n_items.max()) + 1)
     cut = len(prefix) - 1 if k is None else int(k)
     hi = np.minimum(c.above + c.tied + 1, cut)
     lo = np.minimum(c.above, cut)
-    return c.per_user((prefix[hi] - prefix[lo]) / (c.tied + 1))
+    discount = (prefix[hi] - prefix[lo]) / (c.tied + 1)
+    return c.per_user(discount if gains is None else gains * discount)
 
 
 def _hits_from(c: _Counts, k) -> np.ndarray:
@@ -340,14 +352,80 @@ def _single(name: str, scores, relevant, k, exclude, block_size) -> np.ndarray:
     return _metric_from(c, name, k)
 
 
-def dcg(scores, relevant, *, k: int | None = None, exclude=None, block_size=None) -> np.ndarray:
-    """Expected DCG@k per user, sum_{i in rel, p(i) < k} 1/log2(p(i) + 2).  f64[U]."""
-    return _single("dcg", scores, relevant, k, exclude, block_size)
+def _pair_gains(gains, relevant: sp.csr_matrix) -> np.ndarray:
+    """f64[M]: the validated gain of every stored entry of `relevant` (bool CSR, sorted indices),
+    in CSR order, which is `_counts`' pair order."""
+    shape = relevant.shape
+    gains = sp.csr_matrix(gains) if _is_sparse(gains) else np.asarray(gains)
+    values = gains.data if _is_sparse(gains) else gains
+    got = tuple(gains.shape)
+    if got != shape:
+        raise ValueError(f"gains has shape {got} but scores have shape {shape}; pass one gain "
+                         "per (user, item), e.g. the ratings with imputed values for missing ones")
+    if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
+        raise ValueError(f"gains must be numeric, got dtype {values.dtype}")
+    values = values.astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("gains contain NaN or infinite values; give every relevant item a "
+                         "finite gain (impute missing ratings, e.g. with Steck's low value)")
+    if np.any(values < 0):
+        raise ValueError(f"gains must be >= 0 (the ideal DCG sorts gains descending), got "
+                         f"{values.min():g}; shift or clip them, e.g. 2**rating - 1")
+    rows = np.repeat(np.arange(shape[0]), np.diff(relevant.indptr))
+    return np.asarray(gains[rows, relevant.indices], np.float64).ravel()
 
 
-def ndcg(scores, relevant, *, k: int | None = None, exclude=None, block_size=None) -> np.ndarray:
-    """Expected nDCG@k = DCG@k / IDCG@k with IDCG@k over min(k, |rel|) items.  f64[U]."""
-    return _single("ndcg", scores, relevant, k, exclude, block_size)
+def _graded_idcg_from(c: _Counts, gains: np.ndarray, k) -> np.ndarray:
+    """IDCG@k = sum_{j < min(k, |rel|)} g_(j) / log2(j + 2), gains sorted descending per user."""
+    order = np.lexsort((-gains, c.user))               # pairs are grouped by user already
+    start = np.concatenate([[0], np.cumsum(c.n_rel)[:-1]])
+    position = np.arange(len(order)) - start[c.user[order]]
+    discount = 1.0 / np.log2(position + 2.0)
+    if k is not None:
+        discount = np.where(position < int(k), discount, 0.0)
+    return np.bincount(c.user[order], weights=gains[order] * discount, minlength=len(c.n_rel))
+
+
+def _graded(name: str, scores, relevant, gains, k, exclude, block_size) -> np.ndarray:
+    """Graded DCG@k / nDCG@k (module docstring): the binary counts pass, gains per pair."""
+    _check_k(k, name)
+    n_users, n_items, _ = _score_source(scores, relevant)
+    shape = (n_users, n_items)
+    rel = _as_bool_csr(relevant, "relevant", shape)
+    if exclude is not None:
+        exclude = _as_bool_csr(exclude, "exclude", shape)
+        rel = (rel > exclude).tocsr()
+        rel.sort_indices()
+    pair_gains = _pair_gains(gains, rel)
+    c = _counts(scores, rel, exclude, block_size)
+    assert len(pair_gains) == len(c.user), "gains and counts must share the CSR pair order"
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = _dcg_from(c, k, pair_gains)
+        if name == "ndcg":
+            value = value / _graded_idcg_from(c, pair_gains, k)
+    return np.where(c.n_rel > 0, value, np.nan)
+
+
+def dcg(scores, relevant, *, k: int | None = None, exclude=None, block_size=None,
+        gains=None) -> np.ndarray:
+    """Expected DCG@k per user, sum_{i in rel, p(i) < k} g(i)/log2(p(i) + 2).  f64[U].
+
+    gains: None (g = 1, binary) or f[U, I] >= 0 (dense or sparse; only relevant entries count).
+    """
+    if gains is None:
+        return _single("dcg", scores, relevant, k, exclude, block_size)
+    return _graded("dcg", scores, relevant, gains, k, exclude, block_size)
+
+
+def ndcg(scores, relevant, *, k: int | None = None, exclude=None, block_size=None,
+         gains=None) -> np.ndarray:
+    """Expected nDCG@k = DCG@k / IDCG@k with IDCG@k over the min(k, |rel|) largest gains.  f64[U].
+
+    gains: None (binary) or f[U, I] >= 0 as in `dcg`; NaN for a user whose relevant gains are all 0.
+    """
+    if gains is None:
+        return _single("ndcg", scores, relevant, k, exclude, block_size)
+    return _graded("ndcg", scores, relevant, gains, k, exclude, block_size)
 
 
 def adg(scores, relevant, *, exclude=None, block_size=None) -> np.ndarray:

@@ -18,8 +18,12 @@ items' debiased labels c_a · min(m, 1/ε₀) sorted in decreasing order, under 
 paper's Table 1); pnDCG = mean DCG_τ / mean iDCG_τ (post-normalisation, consistent with DCG).
 `self_normalised_dcg` divides by the estimated target views instead (Swaminathan & Joachims 2015).
 
+`trajectory_dr` adds a reward model q̂ to make the estimator doubly robust (Dudík, Langford &
+Li, ICML 2011): a direct-method term plus the clipped-IPS DCG of the residuals c - q̂.
+
 Every function accepts a vector of clipping values m and then returns a leading axis [M];
-`dcg_sweep` gives the estimate and its standard error for all m in one pass over the log.
+`dcg_sweep` and `dr_sweep` give the estimate and its standard error for all m in one pass
+over the log.
 Exposures of zero on viewed items, or target exposure on items the logger never exposes
 (Asm. 5, `support_loss`), raise ValueError unless the caller asks to count the lost mass.
 """
@@ -32,11 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simrec.feed import Log, Policy, ViewModel, exposure, exposure_of
+from simrec.feed import ItemFn, Log, Policy, ViewModel, evaluate, exposure, exposure_of, num_items
 
 __all__ = [
     "Estimate", "trajectory_dcg", "dcg_sweep", "ideal_dcg", "trajectory_ndcg", "post_normalised_dcg",
     "self_normalised_dcg", "mean_estimate", "support_loss", "off_policy_estimate",
+    "direct_method", "trajectory_dr", "dr_sweep", "doubly_robust_estimate",
 ]
 
 IDEALS = ("same discount", "all viewed")
@@ -158,28 +163,67 @@ def trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m=np.inf)
     return values[0] if scalar else values
 
 
-@jax.jit
-def _sweep(rewards, logging_exposure, target_exposure, viewed, m):
+def _sweep_block_rows(num_ranks: int) -> int:
+    """Rows per block of the sweep: a power of two with about 2^19 entries per [rows, K] input,
+    so that a block's inputs stay in cache while all m values are computed from them."""
+    return 1 << max(8, (2**19 // num_ranks).bit_length() - 1)
+
+
+def _block_values(rewards, logging_exposure, target_exposure, viewed, offset, m):
+    """offset_τ + DCG_τ(m) for every m of one block of trajectories, and whether the block
+    breaks a rule of `_MESSAGES`.  (f32[rows, M], bool[])."""
     rewards = rewards.astype(jnp.float32)
     logging_exposure = logging_exposure.astype(jnp.float32)
     target_exposure = target_exposure.astype(jnp.float32)
-    invalid = ~_valid_entries(rewards, logging_exposure, target_exposure, viewed)
-    # an invalid entry turns its trajectory into NaN, so the check rides on the same single pass
-    gain = jnp.where(invalid, jnp.nan, jnp.where(viewed, rewards * target_exposure, 0.0))   # [N, K]
+    invalid = _any_invalid(rewards, logging_exposure, target_exposure, viewed)
+    gain = jnp.where(viewed, rewards * target_exposure, 0.0)                          # [rows, K]
     inverse = _inverse_propensity(logging_exposure, viewed)
-    n, k = gain.shape
+    rows, k = gain.shape
+    start = jnp.zeros((rows, m.shape[0])) if offset is None else jnp.broadcast_to(
+        offset.astype(jnp.float32)[:, None], (rows, m.shape[0]))
+    if k <= 64:     # unrolled: each trajectory's K entries are read once for all m
+        values = start + sum(gain[:, i, None] * jnp.minimum(m[None, :], inverse[:, i, None]) for i in range(k))
+    else:
+        values = jax.lax.fori_loop(0, k, lambda i, total: total + gain[:, i, None] * jnp.minimum(
+            m[None, :], inverse[:, i, None]), start)
+    return values, invalid
 
-    def values_of(gain, inverse):                      # DCG_τ(m) for every m: f32[rows, M]
-        if k <= 64:     # one fusion: each trajectory's K entries are read once for all m
-            return sum(gain[:, i, None] * jnp.minimum(m[None, :], inverse[:, i, None]) for i in range(k))
-        return jax.lax.fori_loop(0, k, lambda i, total: total + gain[:, i, None] * jnp.minimum(
-            m[None, :], inverse[:, i, None]), jnp.zeros((gain.shape[0], m.shape[0])))
 
-    shift = jnp.mean(values_of(gain[:1024], inverse[:1024]), axis=0)   # keeps one-pass variance exact
-    centred = values_of(gain, inverse) - shift
-    mean = jnp.sum(centred, axis=0) / n
-    variance = jnp.maximum(jnp.sum(centred * centred, axis=0) - n * mean * mean, 0.0) / (n - 1)
-    return shift + mean, jnp.sqrt(variance / n), jnp.any(jnp.isnan(mean))
+@jax.jit
+def _sweep(rewards, logging_exposure, target_exposure, viewed, offset, m):
+    """Mean and standard error of offset_τ + DCG_τ(m) over trajectories for every m, in one jitted
+    pass over the log: blocks of `_sweep_block_rows` trajectories (each read once, all m values
+    computed from it while it is in cache) accumulate the sums of (v - shift) and (v - shift)²,
+    shift = the mean of the first 1024 trajectories (keeps the one-pass variance exact in
+    float32). m is padded with inf to whole SIMD vectors of 8. Returns (f32[M], f32[M], bool[])."""
+    n, k = viewed.shape
+    num_m = m.shape[0]
+    m = jnp.concatenate([m, jnp.full(-num_m % 8, jnp.inf, m.dtype)])
+    arrays = (rewards, logging_exposure, target_exposure, viewed, offset)
+
+    def rows(start, size):
+        return tuple(None if a is None else jax.lax.dynamic_slice_in_dim(a, start, size) for a in arrays)
+
+    head = min(n, 1024)
+    shift = jnp.mean(_block_values(*rows(0, head), m)[0], axis=0)
+
+    def accumulate(carry, values, invalid):
+        total, squares, bad = carry
+        centred = values - shift
+        return total + jnp.sum(centred, axis=0), squares + jnp.sum(centred * centred, axis=0), bad | invalid
+
+    block = _sweep_block_rows(k)
+    full, tail = divmod(n, block)
+    carry = (jnp.zeros(m.shape[0]), jnp.zeros(m.shape[0]), jnp.asarray(False))
+    if full:
+        carry = jax.lax.fori_loop(0, full, lambda b, c: accumulate(c, *_block_values(*rows(b * block, block), m)),
+                                  carry)
+    if tail:
+        carry = accumulate(carry, *_block_values(*rows(full * block, tail), m))
+    total, squares, invalid = carry
+    mean = total / n
+    variance = jnp.maximum(squares - n * mean * mean, 0.0) / (n - 1)
+    return (shift + mean)[:num_m], jnp.sqrt(variance / n)[:num_m], invalid
 
 
 def dcg_sweep(rewards, logging_exposure, target_exposure, viewed, m) -> Estimate:
@@ -188,11 +232,17 @@ def dcg_sweep(rewards, logging_exposure, target_exposure, viewed, m) -> Estimate
     values: one fused pass over the log for the whole vector of m. Value f64[M] (f64[] for a
     scalar m). Needs N >= 2.
     """
+    return _sweep_estimate("dcg_sweep", (rewards, logging_exposure, target_exposure, viewed), None, m)
+
+
+def _sweep_estimate(name: str, arrays, offset, m) -> Estimate:
+    """`_sweep` of checked `arrays` (rewards, ε₀, ε, viewed) plus a per-trajectory offset (or
+    None) as an `Estimate` in float64, scalar for a scalar m; `name` is the caller, for errors."""
     m_vec, scalar = _clip_values(m)
-    arrays = _check(rewards, logging_exposure, target_exposure, viewed)
+    arrays = _check(*arrays)
     if arrays[3].shape[0] < 2:
-        raise ValueError("dcg_sweep needs at least 2 trajectories")
-    mean, se, invalid = _sweep(*arrays, m_vec)
+        raise ValueError(f"{name} needs at least 2 trajectories")
+    mean, se, invalid = _sweep(*arrays, offset, m_vec)
     _raise_if_invalid(invalid, *arrays)
     mean, se = np.asarray(mean, np.float64), np.asarray(se, np.float64)
     return Estimate(mean[0], se[0]) if scalar else Estimate(mean, se)
@@ -209,10 +259,14 @@ def _discount_vector(discount, width: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("all_viewed",))
 def _ideal(rewards, logging_exposure, viewed, discount, m, all_viewed: bool):
+    binary = rewards.dtype == jnp.bool_
     rewards = rewards.astype(jnp.float32)
     logging_exposure = logging_exposure.astype(jnp.float32)
-    debiased = rewards[None] * jnp.minimum(m[:, None, None], _inverse_propensity(logging_exposure, viewed)[None])
-    labels = -jnp.sort(-debiased, axis=-1)                                          # decreasing
+    inverse = _inverse_propensity(logging_exposure, viewed)
+    if binary:   # c ∈ {0, 1}: c·min(m, w) = min(m, c·w) and min(m, ·) keeps order, so sort once for all m
+        labels = jnp.minimum(m[:, None, None], -jnp.sort(-(rewards * inverse), axis=-1)[None])
+    else:
+        labels = -jnp.sort(-(rewards[None] * jnp.minimum(m[:, None, None], inverse[None])), axis=-1)   # decreasing
     values = jnp.sum(labels if all_viewed else labels * discount, axis=-1)
     return values, _any_invalid(rewards, logging_exposure, jnp.zeros_like(logging_exposure), viewed)
 
@@ -225,7 +279,8 @@ def ideal_dcg(rewards, logging_exposure, viewed, discount, m=np.inf, *, ideal: s
         "all viewed":     iDCG_τ = sum_j ĉ_(j)                      (KDD'24 Table 1's ideal)
 
     discount: f32[L], P(V=1|R=j) of the ideal ranking (zero-padded or cut to K). Shapes and m as
-    in `trajectory_dcg`. Returns f32[N] or f32[M, N].
+    in `trajectory_dcg`. Returns f32[N] or f32[M, N]. Boolean rewards (a `Log`'s) are sorted once
+    for the whole vector of m (their order does not depend on m); other labels once per m.
     """
     if ideal not in IDEALS:
         raise ValueError(f"ideal must be one of {IDEALS}, got {ideal!r}")
@@ -238,16 +293,22 @@ def ideal_dcg(rewards, logging_exposure, viewed, discount, m=np.inf, *, ideal: s
 
 
 def trajectory_ndcg(rewards, logging_exposure, target_exposure, viewed, discount, m=np.inf, *,
-                    ideal: str = "same discount", zero_ideal: str = "zero") -> jax.Array:
+                    ideal: str = "same discount", zero_ideal: str = "zero", idcg=None) -> jax.Array:
     """Per-trajectory normalised DCG, nDCG_τ = DCG_τ / iDCG_τ (KDD'24 §5; `trajectory_dcg`,
     `ideal_dcg`). A trajectory with iDCG_τ = 0 (no positive label) gets 0 with
     ``zero_ideal="zero"`` or NaN with ``zero_ideal="skip"`` (then left out by `mean_estimate`).
+    idcg: optional precomputed `ideal_dcg` of this log with the same discount, m and ideal
+    (f32[N] or f32[M, N]), to score several targets on one log without re-sorting it.
     Returns f32[N] or f32[M, N].
     """
     if zero_ideal not in ("zero", "skip"):
         raise ValueError(f"zero_ideal must be 'zero' or 'skip', got {zero_ideal!r}")
     dcg = trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m)
-    idcg = ideal_dcg(rewards, logging_exposure, viewed, discount, m, ideal=ideal)
+    if idcg is None:
+        idcg = ideal_dcg(rewards, logging_exposure, viewed, discount, m, ideal=ideal)
+    elif np.shape(idcg) != dcg.shape:
+        raise ValueError(f"idcg must be the ideal_dcg of this log for the same m, shape {dcg.shape}; "
+                         f"got {np.shape(idcg)}")
     empty = jnp.nan if zero_ideal == "skip" else 0.0
     return jnp.where(idcg > 0, dcg / jnp.where(idcg > 0, idcg, 1.0), empty)
 
@@ -324,6 +385,69 @@ def self_normalised_dcg(rewards, logging_exposure, target_exposure, viewed, m=np
 
 
 # --------------------------------------------------------------------------------------------
+# Doubly robust
+# --------------------------------------------------------------------------------------------
+
+def _residuals(rewards, viewed, predicted, direct):
+    """c - q̂ on viewed entries (0 elsewhere) f32[N, K] and direct f32[N], after checking the
+    reward-model arguments against viewed [N, K]."""
+    n_k = tuple(np.shape(viewed))
+    if tuple(np.shape(predicted)) != n_k:
+        raise ValueError(f"predicted must hold the reward model q̂ of every logged item, shape {list(n_k)} "
+                         f"like rewards; got {list(np.shape(predicted))}")
+    if tuple(np.shape(direct)) != n_k[:1]:
+        raise ValueError(f"direct must hold one direct-method value per trajectory, shape [{n_k[0]}] "
+                         f"(see direct_method); got {list(np.shape(direct))}")
+    predicted, direct = jnp.asarray(predicted, jnp.float32), jnp.asarray(direct, jnp.float32)
+    if not (bool(jnp.all(jnp.isfinite(predicted))) and bool(jnp.all(jnp.isfinite(direct)))):
+        raise ValueError("predicted and direct must be finite (no NaN or inf)")
+    residual = jnp.where(jnp.asarray(viewed), jnp.asarray(rewards, jnp.float32) - predicted, 0.0)
+    return residual, direct
+
+
+def direct_method(reward_table, target_table) -> jax.Array:
+    """Direct-method value per context, DM(x) = sum_a q̂(x, a) · ε(x, a): the online reward the
+    reward model predicts for the target (KDD'24 Eq. 5 with q̂ for q).
+
+    reward_table: f32[B, A] q̂. target_table: f32[B, A] target exposure ε. Returns f32[B]."""
+    reward_table, target_table = jnp.asarray(reward_table, jnp.float32), jnp.asarray(target_table, jnp.float32)
+    if reward_table.shape != target_table.shape or reward_table.ndim != 2:
+        raise ValueError(f"reward_table and target_table must be tables of one shape [contexts, items], got "
+                         f"{reward_table.shape} and {target_table.shape}")
+    return jnp.sum(reward_table * target_table, axis=1)
+
+
+def trajectory_dr(rewards, logging_exposure, target_exposure, viewed, predicted, direct, m=np.inf) -> jax.Array:
+    """Per-trajectory doubly robust estimate of the target's online reward (Dudík, Langford & Li,
+    ICML 2011; its item-position form under the position-based model, cf. Kiyohara et al., WSDM
+    2022, independent case; exposures as in Jeunen et al., KDD'24 Eq. 8):
+
+        DR_τ = sum_a ε(x_τ, a) q̂(x_τ, a) + sum_{viewed a in τ} min(m, 1/ε₀(x_τ, a)) · ε(x_τ, a) · (c_a - q̂(x_τ, a))
+
+    the direct method over every item the target exposes plus the clipped-IPS DCG of the
+    residuals. Under Asm. 1–5, E[V_a | x] = ε₀ and E[C_a | V_a = 1, x] = q, so the correction has
+    mean sum_a ε (q - q̂) min(1, m ε₀): with m = ∞ the estimate is unbiased for any q̂; with a
+    finite m its bias is -E_x sum_a (q - q̂) ε (1 - m ε₀)₊; with q̂ = q its mean is the direct
+    method; with q̂ = 0 it is `trajectory_dcg`.
+
+    rewards, logging_exposure, target_exposure, viewed: as in `trajectory_dcg` [N, K].
+    predicted: f32[N, K], q̂(x_τ, a) of the logged items (ignored where not viewed).
+    direct: f32[N], sum_a ε(x_τ, a) q̂(x_τ, a) of each trajectory's context (`direct_method`).
+    m: scalar or f32[M]. Returns f32[N], or f32[M, N] for a vector m.
+    """
+    residual, direct = _residuals(rewards, viewed, predicted, direct)
+    correction = trajectory_dcg(residual, logging_exposure, target_exposure, viewed, m)
+    return direct + correction
+
+
+def dr_sweep(rewards, logging_exposure, target_exposure, viewed, predicted, direct, m) -> Estimate:
+    """Mean and standard error of `trajectory_dr` for every m at once, in one fused pass over
+    the log (as `dcg_sweep`). Value f64[M] (f64[] for a scalar m). Needs N >= 2."""
+    residual, direct = _residuals(rewards, viewed, predicted, direct)
+    return _sweep_estimate("dr_sweep", (residual, logging_exposure, target_exposure, viewed), direct, m)
+
+
+# --------------------------------------------------------------------------------------------
 # From a log and two policies
 # --------------------------------------------------------------------------------------------
 
@@ -342,19 +466,11 @@ def support_loss(logging_table, target_table) -> jax.Array:
     return jnp.sum(jnp.where(logging_table > 0, 0.0, target_table), axis=1)
 
 
-def off_policy_estimate(key: jax.Array | None, log: Log, logging_policy: Policy, target_policy: Policy,
-                        view: ViewModel, *, signal: int | str = 0, m=np.inf, num_samples: int = 1000,
-                        on_support_violation: str = "raise") -> Estimate:
-    """Clipped-IPS DCG estimate of `target_policy`'s online reward from `log` (KDD'24 Eq. 9).
-
-    Both exposures are computed under `view` for the log's contexts (`simrec.feed.exposure`:
-    the true view model, or `Logarithmic()` / `fit_view_model(log.viewed)` for the Table 2
-    variants); for the true view and an exact logging policy ε₀ equals `log.logging_exposure`.
-    signal: index or name of the reward signal. m: scalar or vector of clipping values.
-    on_support_violation: "raise" (ValueError when the target exposes items the logger never
-    does) or "count" (estimate anyway; `lost_exposure` reports the mean lost target exposure per
-    session, `support_loss`).
-    """
+def _logged_exposures(key, log: Log, logging_policy: Policy, target_policy: Policy, view: ViewModel,
+                      signal, num_samples: int, on_support_violation: str):
+    """Shared by the log-level estimators: (signal index, the log's distinct contexts i32[B],
+    each session's row in them i32[N], ε₀ and ε of the logged items f32[N, K], the target's
+    exposure table f32[B, A], mean lost target exposure per session)."""
     if on_support_violation not in ("raise", "count"):
         raise ValueError(f"on_support_violation must be 'raise' or 'count', got {on_support_violation!r}")
     if isinstance(signal, str):
@@ -373,8 +489,51 @@ def off_policy_estimate(key: jax.Array | None, log: Log, logging_policy: Policy,
                          f"per session on items the logging policy never exposes; add exploration to "
                          f"the logging policy, or pass on_support_violation='count' to estimate anyway")
     rows = jnp.asarray(position, jnp.int32)
-    logging_exposure = exposure_of(logging_table, rows, log.items)
-    target_exposure = exposure_of(target_table, rows, log.items)
+    return (signal, contexts, rows, exposure_of(logging_table, rows, log.items),
+            exposure_of(target_table, rows, log.items), target_table, lost)
+
+
+def off_policy_estimate(key: jax.Array | None, log: Log, logging_policy: Policy, target_policy: Policy,
+                        view: ViewModel, *, signal: int | str = 0, m=np.inf, num_samples: int = 1000,
+                        on_support_violation: str = "raise") -> Estimate:
+    """Clipped-IPS DCG estimate of `target_policy`'s online reward from `log` (KDD'24 Eq. 9).
+
+    Both exposures are computed under `view` for the log's contexts (`simrec.feed.exposure`:
+    the true view model, or `Logarithmic()` / `fit_view_model(log.viewed)` for the Table 2
+    variants); for the true view and an exact logging policy ε₀ equals `log.logging_exposure`.
+    signal: index or name of the reward signal. m: scalar or vector of clipping values.
+    on_support_violation: "raise" (ValueError when the target exposes items the logger never
+    does) or "count" (estimate anyway; `lost_exposure` reports the mean lost target exposure per
+    session, `support_loss`).
+    """
+    signal, _, _, logging_exposure, target_exposure, _, lost = _logged_exposures(
+        key, log, logging_policy, target_policy, view, signal, num_samples, on_support_violation)
     dcg = trajectory_dcg(log.rewards[signal], logging_exposure, target_exposure, log.viewed, m)
     est = mean_estimate(dcg)
+    return Estimate(est.value, est.standard_error, lost)
+
+
+def doubly_robust_estimate(key: jax.Array | None, log: Log, logging_policy: Policy, target_policy: Policy,
+                           view: ViewModel, reward_model: ItemFn, *, signal: int | str = 0, m=np.inf,
+                           num_samples: int = 1000, on_support_violation: str = "raise") -> Estimate:
+    """Doubly robust estimate of `target_policy`'s online reward from `log` (`trajectory_dr`),
+    with the reward model q̂(x, a) = `reward_model` (an `ItemFn` over the log's contexts and the
+    catalogue, e.g. `simrec.feed.from_table(q_hat)`). Exposures, signal, m and
+    on_support_violation as in `off_policy_estimate`; items the logger never exposes still get
+    the direct-method term, so the loss under a support violation is -sum_{ε₀ = 0} (q - q̂) ε.
+    """
+    if not isinstance(reward_model, ItemFn):
+        raise ValueError("reward_model must be an ItemFn q̂(x, a), e.g. simrec.feed.from_table(q_hat)")
+    if reward_model.num_items != num_items(target_policy):
+        raise ValueError(f"reward_model covers {reward_model.num_items} items but the target policy ranks "
+                         f"{num_items(target_policy)}")
+    signal, contexts, rows, logging_exposure, target_exposure, target_table, lost = _logged_exposures(
+        key, log, logging_policy, target_policy, view, signal, num_samples, on_support_violation)
+    contexts = jnp.asarray(contexts, jnp.int32)
+    catalogue = jnp.broadcast_to(jnp.arange(reward_model.num_items, dtype=jnp.int32),
+                                 (contexts.shape[0], reward_model.num_items))
+    direct = direct_method(evaluate(reward_model, contexts, catalogue), target_table)[rows]
+    predicted = evaluate(reward_model, jnp.asarray(log.users, jnp.int32), jnp.maximum(log.items, 0))
+    dr = trajectory_dr(log.rewards[signal], logging_exposure, target_exposure, log.viewed, predicted, direct, m)
+    est = mean_estimate(dr)
     return Estimate(est.value, est.standard_error, lost)

@@ -86,6 +86,14 @@ class Study:
     report: Callable[[Any, Sequence[CellResult]], Report]
     source: str = ""                     # module file, hashed into the cache address
     report_helpers: tuple = ()           # functions used only by `report` (not hashed, see below)
+    #: dotted config fields left out of the cache address: they may choose which cells exist and
+    #: how the report shows them, but never change a cell's value (put the value a cell needs
+    #: into its coordinates). Runs that differ only in them share cached cells, e.g. a sweep over
+    #: a grid field whose points are cells.
+    report_fields: tuple[str, ...] = ()
+    #: other files the cells' values depend on beyond simrec/ and `source` (e.g. a shared scenario
+    #: module under studies/), hashed whole into the cache address
+    dependencies: tuple[str, ...] = ()
 
     def preset(self, name: str):
         if name not in self.presets:
@@ -295,9 +303,11 @@ def _study_digest(study: Study) -> str:
 
 def code_version(study: Study) -> str:
     """Digest of the library sources that compute cells (all of simrec/ except the runner and the
-    CLI) and of the study's compute code (its module less the report functions)."""
+    CLI), of the study's compute code (its module less the report functions) and of the study's
+    `dependencies`."""
     lib = _tree_digest(str(Path(__file__).parent))
-    return hashlib.sha256((lib + _study_digest(study)).encode()).hexdigest()[:16]
+    deps = "".join(hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in study.dependencies)
+    return hashlib.sha256((lib + _study_digest(study) + deps).encode()).hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------------------------
@@ -432,6 +442,21 @@ def default_cache_dir(out: Path) -> Path:
     return Path(out) / ".cache"
 
 
+def _cache_config(config, report_fields: Sequence[str]) -> dict:
+    """The config as it enters the cache address: `config_to_dict` without the report fields."""
+    out = config_to_dict(config)
+    for dotted in report_fields:
+        *path, leaf = dotted.split(".")
+        node = out
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            raise ValueError(f"report field {dotted!r} is not a field of the config; "
+                             f"valid keys: {', '.join(sorted(config_fields(config)))}")
+        del node[leaf]
+    return out
+
+
 def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | None = None,
         cache_dir: Path | str | None = None, progress: bool = True) -> RunSummary:
     """Compute every cell of ``study`` under ``config`` (cached, resumable) and write the report.
@@ -449,7 +474,7 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
     ids = [_digest(c) for c in cells]
     if len(set(ids)) != len(ids):
         raise ValueError(f"study {study.name!r} declares duplicate cells")
-    base = {"study": study.name, "config": config_to_dict(config), "seed": int(seed),
+    base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": int(seed),
             "code": code_version(study)}
     import jax
     root = jax.random.key(int(seed))

@@ -25,6 +25,7 @@ from scipy import stats as scipy_stats
 
 __all__ = [
     "pearson", "kendall_tau", "mean_ci", "one_sided_p", "Sensitivity", "sensitivity_summary",
+    "sensitivity_from_moments", "z_test",
     "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni",
     "CI_METHODS", "ALTERNATIVES", "NAN_POLICIES",
 ]
@@ -412,8 +413,30 @@ def sensitivity_summary(differences, truly_positive, level: float = 0.99, *, mas
         raise ValueError(f"truly_positive must be a bool array with one entry per setting "
                          f"({values.shape[0]}), got {positive.dtype} {positive.shape}")
     use = _usable(values, present, nan_policy, "differences")
-    mean, se, count = _mean_se(values, use)
-    half = _half_width(se, count, level, "normal")
+    mean, se, _ = _mean_se(values, use)
+    return _sensitivity(mean, se, positive, level)
+
+
+def sensitivity_from_moments(mean, standard_error, truly_positive, level: float = 0.99) -> Sensitivity:
+    """`sensitivity_summary` from each setting's mean difference and its standard error (e.g.
+    cached per-setting summaries of logs too large to keep): the same normal CI, one-sided
+    p-value and rates. mean, standard_error: f[S] (se >= 0, finite); truly_positive: bool[S].
+    """
+    level = _check_probability_level(level, "level")
+    mean, se = _float_array(mean, "mean"), _float_array(standard_error, "standard_error")
+    positive = np.asarray(truly_positive)
+    if mean.ndim != 1 or se.shape != mean.shape or positive.dtype != bool or positive.shape != mean.shape:
+        raise ValueError(f"mean, standard_error and truly_positive (bool) must be 1-D arrays with one entry "
+                         f"per setting; got shapes {mean.shape}, {se.shape}, {positive.dtype} {positive.shape}")
+    _check_finite(mean, "mean")
+    _check_finite(se, "standard_error")
+    if np.any(se < 0):
+        raise ValueError("standard_error must be >= 0")
+    return _sensitivity(mean, se, positive, level)
+
+
+def _sensitivity(mean: np.ndarray, se: np.ndarray, positive: np.ndarray, level: float) -> Sensitivity:
+    half = _half_width(se, None, level, "normal")
     p_value = _one_sided(mean, se, "greater")
     significant = mean - half > 0
 
@@ -426,6 +449,28 @@ def sensitivity_summary(differences, truly_positive, level: float = 0.99, *, mas
         tpr=share(significant[positive]), fpr=share(significant[~positive]),
         mean_p_value=share(p_value[positive]), sign_agreement=share(mean[positive] > 0),
         n_positive=int(positive.sum()), n_negative=int((~positive).sum()))
+
+
+def z_test(estimate, standard_error, alternative: str = "greater"):
+    """One-sided z-test of an estimate with a known (large-sample) standard error, e.g. the
+    difference of two A/B arms, se = sqrt(se_a² + se_b²):
+
+        z = estimate / se;  "greater" (H₀: θ <= 0): p = 1 − Φ(z);  "less" (H₀: θ >= 0): p = Φ(z)
+
+    (se = 0: z = ±inf by the sign of the estimate, p = 1/2 at 0, as in `one_sided_p`).
+    estimate, standard_error: f[...] broadcast together, finite, se >= 0. Returns p, f64[...].
+    """
+    _check_choice(alternative, ALTERNATIVES, "alternative")
+    value, se = _float_array(estimate, "estimate"), _float_array(standard_error, "standard_error")
+    _check_finite(value, "estimate")
+    _check_finite(se, "standard_error")
+    if np.any(se < 0):
+        raise ValueError("standard_error must be >= 0")
+    try:
+        value, se = np.broadcast_arrays(value, se)
+    except ValueError:
+        raise ValueError(f"estimate {value.shape} and standard_error {se.shape} do not broadcast") from None
+    return _scalar(np.asarray(_one_sided(value, se, alternative)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import importlib
 
 #: study name -> module defining STUDY, in the order `simrec run all` runs them
 STUDIES = {
+    "correlation": "studies.correlation",
+    "sensitivity": "studies.sensitivity",
     "unbiasedness": "studies.unbiasedness",
     "counterexample": "studies.counterexample",
     "opt_adg": "studies.opt_adg",

@@ -1,16 +1,24 @@
 """Benchmark ``simrec bench feed``: session simulation rate and the clipped-DCG sweep.
 
-simrec, timed after a warm-up call (compilation excluded; the logging-exposure table is timed
-separately since it is computed once per policy and reused across days):
+simrec, timed after a warm-up call: every figure is the median of repeated calls on warm
+compilations, and the first call's extra time (compilation) is reported separately; the
+logging-exposure table is timed on its own since it is computed once per policy and reused
+across days. Each timed call ends with the results on the host or `block_until_ready`:
 
 * sessions simulated per second for feed lengths K = 10, 100, 1000 (catalogue A = max(100, K),
   1000 users, two reward signals, a position-based model with the log discount), under a
-  deterministic (Sort) and a Plackett–Luce (T = 1) logging policy;
+  deterministic (Sort) and a Plackett–Luce (T = 1) logging policy. Per call `simulate` builds
+  the policy's `context_tables` (Sort order, or the alias tables of the PL softmax) and then
+  draws sessions in jitted chunks: one Threefry word per uniform, the scroll depth first, and
+  for PL only the viewed ranks, by first appearances of alias-table draws (1.5 K draws for
+  K = 10; for K = 100 and 1000, 48 draws cover the first ~32 ranks and the sessions that scroll
+  deeper are completed by Gumbel-top-K);
 * the clipped-IPS DCG sweep over 14 values of m on 10^6 logged sessions (K = 10, Plackett–Luce
   logging, a deterministic target): `simrec.ope.dcg_sweep` (estimate and standard error for every
-  m in one pass, given the target exposures of the logged items, as OBP's estimators are given
-  the evaluation policy's propensities); the target-exposure lookup and the per-trajectory
-  values `trajectory_dcg` (f32[14, N]) are timed too.
+  m in one jitted pass over blocks of trajectories, given the target exposures of the logged
+  items, as OBP's estimators are given the evaluation policy's propensities); the
+  target-exposure lookup, the doubly robust sweep `dr_sweep` (with a reward model) and the
+  per-trajectory values `trajectory_dcg` (f32[14, N]) are timed too.
 
 Side by side, in the same run, Open Bandit Pipeline 0.5.7 (Saito et al. 2021): its
 `SyntheticSlateBanditDataset` (len_list 10, 100 actions, PBM click model, binary independent
@@ -37,7 +45,8 @@ satisfies obp.utils' type annotations. Without a usable environment the benchmar
 ``obp unavailable: <reason>`` and reports simrec's own numbers.
 
 Usage: ``simrec bench feed [--sessions N] [--users X] [--peer-venv PATH] [--setup-peer]
-[--obp-rounds N] [--json PATH]``. The machine is shared: figures vary between runs.
+[--obp-rounds N] [--iips-rounds N] [--repeats N] [--json PATH]``. The machine is shared: figures
+vary between runs, so compare simrec and OBP within one run.
 """
 from __future__ import annotations
 
@@ -118,15 +127,21 @@ def _world(num_users: int, num_items: int, seed: int = 0):
     return like, watch, scores
 
 
-def _timed(fn, repeats: int = 1):
-    fn()                                                      # warm-up: compilation
+def _timed(fn, repeats: int):
+    """(median seconds of `repeats` warm calls, extra seconds of the first call, last output)."""
     start = time.perf_counter()
+    fn()                                                      # warm-up: compilation
+    first = time.perf_counter() - start
+    times = []
     for _ in range(repeats):
+        start = time.perf_counter()
         out = fn()
-    return (time.perf_counter() - start) / repeats, out
+        times.append(time.perf_counter() - start)
+    seconds = float(np.median(times))
+    return seconds, max(first - seconds, 0.0), out
 
 
-def bench_simrec(num_sessions: int, num_users: int) -> tuple[list[dict], dict]:
+def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[dict], dict]:
     import jax
 
     from simrec import feed, ope
@@ -145,34 +160,51 @@ def bench_simrec(num_sessions: int, num_users: int) -> tuple[list[dict], dict]:
             table = feed.exposure(jax.random.key(1), policy, scenario.view, np.arange(num_users),
                                   num_samples=64).mean.block_until_ready()
             table_s = time.perf_counter() - start
-            seconds, log = _timed(lambda: jax.block_until_ready(
-                feed.simulate(jax.random.key(2), scenario, policy, n, logging_exposure=table)))
-            rows.append({"feed_length": K, "items": A, "logging": name, "sessions": n,
-                         "seconds": seconds, "sessions_per_s": n / seconds, "exposure_table_s": table_s})
+            seconds, compile_s, log = _timed(lambda: jax.block_until_ready(
+                feed.simulate(jax.random.key(2), scenario, policy, n, logging_exposure=table)), repeats)
+            rows.append({"feed_length": K, "items": A, "logging": name, "sessions": n, "seconds": seconds,
+                         "sessions_per_s": n / seconds, "compile_s": compile_s, "exposure_table_s": table_s})
             print(f"  simrec K={K:<5} {name:<14} {n:>9,} sessions in {seconds:7.3f}s "
-                  f"= {n / seconds:>12,.0f}/s   (ε₀ table {table_s:.2f}s)", flush=True)
+                  f"= {n / seconds:>12,.0f}/s   (compile {compile_s:.2f}s; ε₀ table {table_s:.2f}s)", flush=True)
             if K == 10 and name == "plackett-luce":
-                target = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(watch)), K)
-                target_table = feed.exposure(None, target, scenario.view, np.arange(num_users)).mean
-                m = np.array(M_VALUES)
-
-                lookup_s, target_exposure = _timed(
-                    lambda: feed.exposure_of(target_table, log.users, log.items).block_until_ready(), repeats=3)
-                rewards = log.rewards[1]
-                sweep_s, estimate = _timed(lambda: ope.dcg_sweep(
-                    rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats=3)
-                per_trajectory_s, _ = _timed(lambda: ope.trajectory_dcg(
-                    rewards, log.logging_exposure, target_exposure, log.viewed, m).block_until_ready(), repeats=3)
-                truth = feed.online_value(None, scenario, target).mean[1]
-                sweep = {"sessions": n, "m_values": len(M_VALUES), "seconds": sweep_s,
-                         "target_lookup_seconds": lookup_s, "per_trajectory_seconds": per_trajectory_s,
-                         "estimate_m_inf": float(estimate.value[-1]), "se_m_inf": float(estimate.standard_error[-1]),
-                         "online_truth": float(truth)}
-                print(f"  simrec clipped-DCG sweep: {len(M_VALUES)} m values on {n:,} sessions in "
-                      f"{sweep_s:.3f}s (+ {lookup_s:.3f}s target-exposure lookup; per-trajectory values "
-                      f"[14, N] {per_trajectory_s:.3f}s); m=∞: {estimate.value[-1]:.4f} ± "
-                      f"{estimate.standard_error[-1]:.4f}, online truth {truth:.4f}", flush=True)
+                sweep = _bench_sweep(log, scenario, feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(watch)), K),
+                                     feed.from_table(0.5 * watch), num_users, max(repeats, 5))
     return rows, sweep
+
+
+def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: int) -> dict:
+    import jax
+
+    from simrec import feed, ope
+
+    target_table = feed.exposure(None, target, scenario.view, np.arange(num_users)).mean
+    m = np.array(M_VALUES)
+    lookup_s, _, target_exposure = _timed(
+        lambda: feed.exposure_of(target_table, log.users, log.items).block_until_ready(), repeats)
+    rewards = log.rewards[1]
+    sweep_s, sweep_compile_s, estimate = _timed(lambda: ope.dcg_sweep(
+        rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats)
+    catalogue = np.arange(reward_model.num_items, dtype=np.int32)
+    direct = ope.direct_method(feed.evaluate(reward_model, jax.numpy.arange(num_users), np.broadcast_to(
+        catalogue, (num_users, catalogue.size))), target_table)[log.users]
+    predicted = feed.evaluate(reward_model, log.users, jax.numpy.maximum(log.items, 0))
+    dr_s, dr_compile_s, dr = _timed(lambda: ope.dr_sweep(
+        rewards, log.logging_exposure, target_exposure, log.viewed, predicted, direct, m), repeats)
+    per_trajectory_s, _, _ = _timed(lambda: ope.trajectory_dcg(
+        rewards, log.logging_exposure, target_exposure, log.viewed, m).block_until_ready(), repeats)
+    truth = feed.online_value(None, scenario, target).mean[1]
+    n = int(log.users.shape[0])
+    print(f"  simrec clipped-DCG sweep: {len(M_VALUES)} m values on {n:,} sessions in {sweep_s:.3f}s "
+          f"(compile {sweep_compile_s:.2f}s; + {lookup_s:.3f}s target-exposure lookup); m=∞: "
+          f"{estimate.value[-1]:.4f} ± {estimate.standard_error[-1]:.4f}, online truth {truth:.4f}", flush=True)
+    print(f"  simrec doubly robust sweep (q̂ = watch/2): {dr_s:.3f}s (compile {dr_compile_s:.2f}s); m=∞: "
+          f"{dr.value[-1]:.4f} ± {dr.standard_error[-1]:.4f}; per-trajectory DCG values [14, N]: "
+          f"{per_trajectory_s:.3f}s", flush=True)
+    return {"sessions": n, "m_values": len(M_VALUES), "seconds": sweep_s, "compile_seconds": sweep_compile_s,
+            "target_lookup_seconds": lookup_s, "dr_seconds": dr_s, "per_trajectory_seconds": per_trajectory_s,
+            "estimate_m_inf": float(estimate.value[-1]), "se_m_inf": float(estimate.standard_error[-1]),
+            "dr_m_inf": float(dr.value[-1]), "dr_se_m_inf": float(dr.standard_error[-1]),
+            "online_truth": float(truth)}
 
 
 def _peer_python(venv: str | None, setup: bool) -> tuple[str | None, str]:
@@ -214,22 +246,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setup-peer", action="store_true", help="create --peer-venv if missing")
     parser.add_argument("--obp-rounds", type=int, default=5_000, help="rounds OBP generates per timing")
     parser.add_argument("--iips-rounds", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=2, help="warm timed calls per simulation (median)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < args.obp_rounds:
-        parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= --obp-rounds")
+    if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < args.obp_rounds \
+            or args.repeats < 1:
+        parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= --obp-rounds, "
+                     "--repeats >= 1")
 
     print(f"simrec bench feed: {os.cpu_count()} CPUs", flush=True)
-    rows, sweep = bench_simrec(args.sessions, args.users)
+    rows, sweep = bench_simrec(args.sessions, args.users, args.repeats)
     python, reason = _peer_python(args.peer_venv, args.setup_peer)
     obp = None
     if python:
         obp, reason = bench_obp(python, args.obp_rounds, args.iips_rounds)
     result = {"simrec": rows, "sweep": sweep, "obp": obp}
 
-    print("\n| what | simrec | OBP | ratio |\n|---|---|---|---|")
+    print("\n| what | simrec | simrec compile (s) | OBP | ratio |\n|---|---|---|---|---|")
     for row in rows:
-        line = f"| sessions/s, K={row['feed_length']}, {row['logging']} | {row['sessions_per_s']:,.0f} |"
+        line = (f"| sessions/s, K={row['feed_length']}, {row['logging']} | {row['sessions_per_s']:,.0f} | "
+                f"{row['compile_s']:.1f} |")
         if obp and row["feed_length"] == 10:
             for label, key in (("PL, no propensities", "rounds_per_s_plain"),
                                ("per-slot softmax + pscore_item_position", "rounds_per_s_with_pscore")):
@@ -237,13 +273,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{line} – | – |")
     if sweep:
-        line = f"| 14-m clipped-DCG sweep, 10^6 sessions (s) | {sweep['seconds']:.3f} |"
+        what = f"14-m clipped-DCG sweep, {sweep['sessions']:,} sessions (s)"
+        line = f"| {what} | {sweep['seconds']:.3f} | {sweep['compile_seconds']:.1f} |"
         if obp:
             one = float(np.median(obp["iips_seconds"]))
             print(f"{line} {one:.3f} (one IIPS call, {args.iips_rounds:,} rounds); "
                   f"{sum(obp['iips_seconds']):.3f} (14 calls) | {one / sweep['seconds']:.1f}× |")
         else:
             print(f"{line} – | – |")
+        print(f"| 14-m doubly robust sweep, {sweep['sessions']:,} sessions (s) | {sweep['dr_seconds']:.3f} | – | – | – |")
     if obp is None:
         print(f"\nobp unavailable: {reason}")
     else:

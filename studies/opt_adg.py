@@ -249,6 +249,7 @@ def _fit(root, ds: Dataset, training: TrainConfig, name: str, fold: int, method:
         params = models.train(init_key, spec, train, epochs=epochs(training, train),
                               batch_size=training.batch_size, optimizer=_optimizer(training, lr),
                               l2=l2)
+    jax.block_until_ready(params)                 # train_seconds times the training, not dispatch
     return lambda users: models.scores(params, users)
 
 

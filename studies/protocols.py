@@ -14,11 +14,38 @@ Simulated explicit ratings. The world's true logit l(u, i) = a <x_u, y_i> + b_i 
 (`simrec.world`) is mapped to stars by its quantiles over all pairs: r(u, i) = 1 + #{t : l(u, i)
 > c_t}, with thresholds c_t at the cumulative shares `star_shares` (default 35/30/20/10/5 % for
 1..5 stars, low ratings dominating the complete data as in Marlin & Zemel's random-sample
-ratings). A pair is observed with probability `observe_probability[r - 1]`, increasing in r
-(MNAR, Marlin & Zemel 2009; Steck 2010). Observed ratings are split per user into train and test.
+ratings). A pair is observed with probability min(observe_probability[r - 1] e_i, 1),
+increasing in r (MNAR, Marlin & Zemel 2009; Steck 2010), times an item exposure e_i: e_i = 1 in
+the "simulated" cell (being rated depends on the rating only), and e_i = exp(s z_i - s²/2),
+z_i ~ N(0, 1) (mean 1, s = `exposure_sigma`) in the "simulated, item exposure" cell, where some
+items are seen and rated far more than others whatever their ratings (same world, same
+uniforms). The world has a 4-dimensional taste space (as `simrec.world`'s paper-like presets):
+with about 30 ratings per user a 16-dimensional one left MF-RMSE barely better than a constant
+predictor (observed-test RMSE 1.17 vs 1.21).
+Observed ratings are split per user into train and test.
+
+Why two simulated cells (a probe at the default sizes, seed 0, AllRank w_m = 0.005). When being
+rated depends on the rating alone, "rated" is one more signal of a high rating: AllRank learns
+it and it does not mislead it among rated items, so AllRank won protocol (b) too — in the
+16-dimensional world with observe_probability ratios p5/p1 of 40 and 300 and with log-normal
+item exposure s = 1 or 2 on top (there MF-RMSE, with observed-test RMSE 1.09-1.17, was too weak
+to win anything), and in the 4-dimensional world without exposure (AP under (b) 0.935 vs 0.910).
+With MAR observation (equal p_r) MF-RMSE won every protocol, (b) included. Steck's pattern —
+AllRank ahead on (a1)/(a2), MF-RMSE ahead on (b) — appeared once ratings were learnable (4-dim
+world) and rated-ness also depended on something other than the rating (item exposure s = 1:
+MF-RMSE AP under (b) 0.927 vs 0.910; s = 2: 0.936 vs 0.884).
+
 Relevant = 5-star ratings (Steck: "5-star ratings as relevant"). Binary metrics are simrec's
-(tie-aware): P@20, R@20, MAP (= AP over the whole list), ATOP, nDCG@20 and nDCG with binary gain;
-Steck's graded nDCG with imputed missing values is not in `simrec.metrics` and is not computed.
+(tie-aware): P@20, R@20, MAP (= AP over the whole list), ATOP, nDCG@20 and nDCG with binary gain.
+Steck's multi-valued nDCG is computed beside them ("graded ndcg@20", "graded ndcg";
+`simrec.metrics.ndcg(..., gains=)`, tie-aware): every ranked item carries the gain g(r) of its
+test rating, and a ranked item without a test rating gets the imputed rating Y0 (`graded_imputed`,
+2 stars: the low value AllRank imputes too), so (a1) and (a2) rank every item with a gain —
+training items count as missing in (a1), as they are non-relevant there in the binary metrics.
+(b) ranks only rated test items, so nothing is imputed; on the complete ratings every item has
+its true rating. The gain is linear, g(r) = r (`graded_gain`; "exponential" gives 2^r - 1):
+the text of Steck's paper we work from lost the DCG formula and the value of Y0, so both are
+choices, stated here and in the results.
 """
 from __future__ import annotations
 
@@ -42,7 +69,11 @@ from studies._data import real_data_file, skipped_note
 matplotlib.use("Agg")
 
 MODELS = ("MF-RMSE", "AllRank")
+EXPOSURE_CELL = "simulated, item exposure"
+#: gain functions of the graded nDCG, rating -> gain
+GAINS = {"linear": lambda r: r, "exponential": lambda r: 2.0 ** r - 1.0}
 PROTOCOLS = ("a1 all items", "a2 unrated items", "b rated test items", "complete ratings")
+OFFLINE = PROTOCOLS[:3]
 
 
 @dataclass(frozen=True)
@@ -52,12 +83,19 @@ class ProtocolsConfig:
     observe_probability: P(rated | r stars) for r = 1..5 (increasing: MNAR); test_fraction:
     per-user test share of the observed ratings; relevant_rating: ratings >= this are relevant
     (5 stars); n: cutoff of P@n, R@n, nDCG@n; dim: rank of both models; mf_l2: MF-RMSE's lambda;
-    allrank_l2, imputed, missing_weight: AllRank's lambda, r_m and w_m (Steck: 0.04, 2, 0.005 on
-    Netflix's 17,770 items; w_m is scaled here so that w_m x items is of the same order);
+    allrank_l2, imputed, missing_weight: AllRank's lambda, r_m and w_m — Steck's Netflix values
+    0.04, 2 and 0.005 (λ needs no rescaling: the ridge is λ times each row's total weight). A
+    probe over w_m in 0.002..0.1 found no degeneracy at these data sizes: in the simulated cell
+    (16-dimensional world) 0.005 gave AllRank its best AP, ATOP and nDCG under every protocol and
+    its best observed-test RMSE; on ml-latest-small larger w_m raised (a1)/(a2) (AP under (a2)
+    0.12 at 0.005, 0.19 at 0.05) without changing a winner; exposure_sigma: s of the
+    item-exposure cell (0 drops that cell);
+    graded_gain, graded_imputed: gain function of the graded nDCG ("linear": g = r,
+    "exponential": g = 2^r - 1) and the rating Y0 imputed for unrated items (module docstring);
     iterations: ALS sweeps."""
     ratings_file: str = "ml-latest-small/ratings.csv"
     world: WorldConfig = field(default_factory=lambda: WorldConfig(n_users=2000, n_items=1000,
-                                                                   offset=0.0))
+                                                                   dim=4, offset=0.0))
     star_shares: tuple[float, ...] = (0.35, 0.30, 0.20, 0.10, 0.05)
     observe_probability: tuple[float, ...] = (0.005, 0.01, 0.03, 0.08, 0.2)
     test_fraction: float = 0.2
@@ -67,7 +105,10 @@ class ProtocolsConfig:
     mf_l2: float = 0.07
     allrank_l2: float = 0.04
     imputed: float = 2.0
-    missing_weight: float = 0.05
+    missing_weight: float = 0.005
+    exposure_sigma: float = 1.0
+    graded_gain: str = "linear"
+    graded_imputed: float = 2.0
     iterations: int = 10
 
     def __post_init__(self):
@@ -89,32 +130,60 @@ class ProtocolsConfig:
                 raise ValueError(f"{name} must be finite and > 0, got {getattr(self, name)}")
         if not 0 < self.missing_weight <= 1:
             raise ValueError(f"missing_weight must be in (0, 1], got {self.missing_weight}")
+        if not (math.isfinite(self.exposure_sigma) and self.exposure_sigma >= 0):
+            raise ValueError(f"exposure_sigma must be finite and >= 0 (0 drops the exposure "
+                             f"cell), got {self.exposure_sigma}")
+        if self.graded_gain not in GAINS:
+            raise ValueError(f"graded_gain must be one of {sorted(GAINS)}, got "
+                             f"{self.graded_gain!r}")
+        if not (math.isfinite(self.graded_imputed) and self.graded_imputed >= 0):
+            raise ValueError(f"graded_imputed must be a finite rating >= 0, got "
+                             f"{self.graded_imputed}")
 
     @property
     def metric_specs(self) -> tuple[str, ...]:
+        """The binary metrics (`simrec.metrics.evaluate` names)."""
         return (f"precision@{self.n}", f"recall@{self.n}", "ap", "atop", f"ndcg@{self.n}", "ndcg")
+
+    @property
+    def graded_specs(self) -> dict[str, int | None]:
+        """The graded nDCG metrics: {name: cutoff}."""
+        return {f"graded ndcg@{self.n}": self.n, "graded ndcg": None}
+
+    @property
+    def all_specs(self) -> tuple[str, ...]:
+        return (*self.metric_specs, *self.graded_specs)
 
 
 PRESETS = {
-    "smoke": ProtocolsConfig(ratings_file="", world=WorldConfig(n_users=200, n_items=150),
+    "smoke": ProtocolsConfig(ratings_file="", world=WorldConfig(n_users=200, n_items=150, dim=4),
                              observe_probability=(0.02, 0.04, 0.1, 0.2, 0.4), n=5, dim=5,
                              missing_weight=0.2, iterations=3),
     "default": ProtocolsConfig(),
-    "paper": ProtocolsConfig(world=WorldConfig(n_users=10_000, n_items=3000), dim=50,
-                             missing_weight=0.02, iterations=15),
+    "paper": ProtocolsConfig(world=WorldConfig(n_users=10_000, n_items=3000, dim=4), dim=50,
+                             iterations=15),
 }
 
 
 # ---- data -----------------------------------------------------------------------------------
 
-def _simulated_ratings(key, config: ProtocolsConfig):
-    """(complete stars f32[U, I] in 1..5, observed ratings CSR [U, I])."""
+def _item_exposure(key, n_items: int, sigma: float) -> np.ndarray:
+    """e_i = exp(sigma z_i - sigma²/2), z_i ~ N(0, 1): log-normal with mean 1.  f64[I]."""
+    z = np.asarray(jax.random.normal(shared_key(key, "exposure"), (n_items,)), np.float64)
+    return np.exp(sigma * z - sigma ** 2 / 2)
+
+
+def _simulated_ratings(key, config: ProtocolsConfig, exposure_sigma: float = 0.0):
+    """(complete stars f32[U, I] in 1..5, observed ratings CSR [U, I]); P(observed) =
+    min(observe_probability[r - 1] e_i, 1) with e = `_item_exposure` (module docstring)."""
     world = make_world(shared_key(key, "world"), config.world)
     logit = np.concatenate([np.asarray(quality_logit(world, users))
                             for users in user_blocks(world.n_users, 512)])
     thresholds = np.quantile(logit, np.cumsum(config.star_shares)[:-1])
     stars = 1 + (logit[..., None] > thresholds).sum(-1).astype(np.float32)
     probability = np.asarray(config.observe_probability)[stars.astype(int) - 1]
+    if exposure_sigma > 0:
+        probability = np.minimum(probability * _item_exposure(key, world.n_items, exposure_sigma), 1)
     uniforms = np.asarray(jax.random.uniform(shared_key(key, "observe"), stars.shape))
     observed = sp.csr_matrix(np.where(uniforms < probability, stars, 0.0))
     return stars, observed
@@ -136,8 +205,25 @@ def _split(key, ratings: sp.csr_matrix, test_fraction: float):
 
 def cells(config: ProtocolsConfig) -> list[dict]:
     out = [{"data": "simulated"}]
+    if config.exposure_sigma > 0:
+        out.append({"data": EXPOSURE_CELL})
     if real_data_file(config.ratings_file):
         out.append({"data": "ml-latest-small"})
+    return out
+
+
+def _graded_settings(config: ProtocolsConfig, train_mask, test: sp.csr_matrix, stars):
+    """{protocol: (relevant, exclude, gains f64[U, I])} of the graded nDCG (module docstring)."""
+    gain = GAINS[config.graded_gain]
+    imputed = np.full(test.shape, gain(config.graded_imputed))
+    rows = np.repeat(np.arange(test.shape[0]), np.diff(test.indptr))
+    imputed[rows, test.indices] = gain(test.data)
+    everything = np.ones(test.shape, bool)
+    out = {"a1 all items": (everything, None, imputed),
+           "a2 unrated items": (everything, train_mask, imputed),
+           "b rated test items": (test.astype(bool), ~test.astype(bool).toarray(), imputed)}
+    if stars is not None:
+        out["complete ratings"] = (everything, train_mask, gain(stars.astype(np.float64)))
     return out
 
 
@@ -151,8 +237,9 @@ def compute(key, config: ProtocolsConfig, cell: dict) -> dict:
     """Per model: RMSE on observed test ratings (and, simulated, on every unrated pair) and the
     ranking metrics under each protocol (user means and standard errors)."""
     own = cell_key(key, cell)
-    if cell["data"] == "simulated":
-        stars, observed = _simulated_ratings(key, config)
+    if cell["data"] in ("simulated", EXPOSURE_CELL):
+        sigma = config.exposure_sigma if cell["data"] == EXPOSURE_CELL else 0.0
+        stars, observed = _simulated_ratings(key, config, sigma)
     else:
         stars, observed = None, _movielens(config)
     train, test = _split(jax.random.fold_in(own, 0), observed, config.test_fraction)
@@ -170,6 +257,7 @@ def compute(key, config: ProtocolsConfig, cell: dict) -> dict:
     if stars is not None:
         settings["complete ratings"] = (sp.csr_matrix(stars >= config.relevant_rating), train_mask)
         out["complete_mean_rating"] = float(stars.mean())
+    graded = _graded_settings(config, train_mask, test, stars)
     fitted = {
         "MF-RMSE": mf_rmse(jax.random.fold_in(own, 1), train, dim=config.dim, l2=config.mf_l2,
                            iterations=config.iterations),
@@ -187,6 +275,10 @@ def compute(key, config: ProtocolsConfig, cell: dict) -> dict:
         for protocol, (relevant, exclude) in settings.items():
             values = metrics.evaluate(score, relevant, exclude=exclude, metrics=config.metric_specs)
             row[protocol] = {spec: metrics.mean_and_se(v) for spec, v in values.items()}
+            relevant, exclude, gains = graded[protocol]
+            for spec, k in config.graded_specs.items():
+                row[protocol][spec] = metrics.mean_and_se(
+                    metrics.ndcg(score, relevant, k=k, exclude=exclude, gains=gains))
         results[name] = row
     out["models"] = results
     return out
@@ -204,15 +296,17 @@ def _rows(config, results) -> pd.DataFrame:
                 rows.append({"data": r.cell["data"], "protocol": "observed test" if "observed"
                              in metric else "complete ratings", "metric": "RMSE",
                              "MF-RMSE": a, "AllRank": b, "se MF-RMSE": np.nan,
-                             "se AllRank": np.nan, "winner": _winner(b - a, a - b)})
+                             "se AllRank": np.nan, "winner": _winner(b - a, a - b), "z": np.nan})
         for protocol in PROTOCOLS:
             if protocol not in fitted["MF-RMSE"]:
                 continue
-            for spec in config.metric_specs:
+            for spec in config.all_specs:
                 (a, sa), (b, sb) = (fitted[m][protocol][spec] for m in MODELS)
                 rows.append({"data": r.cell["data"], "protocol": protocol, "metric": spec,
                              "MF-RMSE": a, "AllRank": b, "se MF-RMSE": sa, "se AllRank": sb,
-                             "winner": _winner(a - b, b - a)})
+                             "winner": _winner(a - b, b - a),
+                             "z": (b - a) / math.hypot(sa, sb) if math.hypot(sa, sb) > 0
+                             else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -224,18 +318,27 @@ def _winner(mf_rmse_ahead: float, allrank_ahead: float) -> str:
 
 
 def _claim(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per data set: the share of protocol pairs whose winner differs (same metric) vs the share
-    of metric pairs whose winner differs (same protocol), over the ranking metrics."""
+    """Per data set, over the ranking metrics and the three offline protocols (a1, a2, b): the
+    share of protocol pairs whose winner differs (same metric) vs the share of metric pairs whose
+    winner differs (same protocol); the winners per protocol (counts over metrics); and, where the
+    complete ratings are known, the share of metrics on which each protocol names the true winner."""
     out = []
     for data_name, part in frame[frame.metric != "RMSE"].groupby("data", sort=False):
         wide = part.pivot(index="metric", columns="protocol", values="winner")
-        by_protocol = _differing_pairs([wide.loc[m].tolist() for m in wide.index])
-        by_metric = _differing_pairs([wide[p].tolist() for p in wide.columns])
-        out.append({"data": data_name,
-                    "P(winner differs | two protocols, same metric)": by_protocol,
-                    "P(winner differs | two metrics, same protocol)": by_metric,
-                    "claim holds": "yes" if by_protocol > by_metric else "no",
-                    **{f"winner {p}": "/".join(sorted(set(wide[p]))) for p in wide.columns}})
+        offline = wide[[p for p in OFFLINE if p in wide.columns]]
+        by_protocol = _differing_pairs([offline.loc[m].tolist() for m in offline.index])
+        by_metric = _differing_pairs([offline[p].tolist() for p in offline.columns])
+        row = {"data": data_name,
+               "P(winner differs | two protocols, same metric)": by_protocol,
+               "P(winner differs | two metrics, same protocol)": by_metric,
+               "claim holds": "yes" if by_protocol > by_metric else "no"}
+        for p in wide.columns:
+            counts = wide[p].value_counts()
+            row[f"winner {p}"] = ", ".join(f"{w} {n}" for w, n in counts.items())
+        if "complete ratings" in wide.columns:
+            for p in offline.columns:
+                row[f"names true winner {p}"] = float((offline[p] == wide["complete ratings"]).mean())
+        out.append(row)
     return pd.DataFrame(out)
 
 
@@ -264,9 +367,12 @@ def report(config: ProtocolsConfig, results) -> Report:
 
 
 def _summary_text(config, frame, claim, results) -> str:
+    gain = "g(r) = r" if config.graded_gain == "linear" else "g(r) = 2^r - 1"
     lines = ["MF-RMSE vs AllRank; relevant = ratings >= "
              f"{config.relevant_rating:g}; winners per protocol over P@{config.n}, R@{config.n}, "
-             f"MAP, ATOP, nDCG@{config.n}, nDCG (binary gain).", ""]
+             f"MAP, ATOP, nDCG@{config.n}, nDCG (binary gain) and Steck's graded nDCG@{config.n}, "
+             f"nDCG (gain {gain}, unrated items imputed Y0 = {config.graded_imputed:g} stars in "
+             "a1/a2; true ratings on the complete data).", ""]
     for r in results:
         v = r.value
         extra = (f", complete mean rating {v['complete_mean_rating']:.2f}"
@@ -274,13 +380,25 @@ def _summary_text(config, frame, claim, results) -> str:
         lines.append(f"- {r.cell['data']}: {v['users']} users x {v['items']} items, "
                      f"{v['train_ratings']} train / {v['test_ratings']} test ratings, observed mean "
                      f"rating {v['observed_mean_rating']:.2f}{extra}")
+    lines.append("")
+    ranking = frame[frame.metric != "RMSE"]
     for row in claim.to_dict("records"):
         winners = "; ".join(f"{k[len('winner '):]}: {w}" for k, w in row.items()
-                            if k.startswith("winner "))
-        lines.append(f"- {row['data']} winners — {winners}. Winner differs between protocols "
-                     f"{row['P(winner differs | two protocols, same metric)']:.0%} vs between "
-                     f"metrics {row['P(winner differs | two metrics, same protocol)']:.0%} of "
-                     f"pairs: claim holds: {row['claim holds']}.")
+                            if k.startswith("winner ") and isinstance(w, str))
+        part = ranking[ranking.data == row["data"]]
+        noise = int((part.z.abs() < 2).sum())
+        lines.append(f"- {row['data']} winners (metrics won) — {winners}. Winner differs between "
+                     f"offline protocols {row['P(winner differs | two protocols, same metric)']:.0%}"
+                     f" vs between metrics "
+                     f"{row['P(winner differs | two metrics, same protocol)']:.0%} of pairs: claim "
+                     f"holds: {row['claim holds']}. {noise} of {len(part)} winners are within "
+                     "2 SE (|z| < 2).")
+        truth = {k[len("names true winner "):]: v for k, v in row.items()
+                 if k.startswith("names true winner ") and isinstance(v, float) and v == v}
+        if truth:
+            lines.append("  share of metrics on which the protocol names the complete-data "
+                         "winner: " + ", ".join(f"{k} {v:.0%}" for k, v in truth.items()))
+    lines.append("")
     rmse = frame[frame.metric == "RMSE"]
     for row in rmse.to_dict("records"):
         lines.append(f"- {row['data']}, RMSE on {row['protocol']}: MF-RMSE {row['MF-RMSE']:.3f}, "

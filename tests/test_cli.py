@@ -64,3 +64,30 @@ def test_console_script_reports_errors_without_traceback():
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.startswith("simrec: error: unknown study") and "Traceback" not in proc.stderr
+
+
+def test_sweep_values_expand_an_ellipsis_and_reject_an_open_end():
+    assert cli._expand_values("1,2,4,...,64,inf".split(",")) == ["1", "2", "4", "8", "16", "32", "64", "inf"]
+    assert cli._expand_values("0.1,0.2,0.3,...,0.6".split(",")) == ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6"]
+    assert cli._expand_values(["1", "inf"]) == ["1", "inf"]
+    assert cli._expand_values("1,2,4,...,inf".split(","), limit=16.0) == ["1", "2", "4", "8", "16", "inf"]
+    for bad, message in (("1,2,4,...,inf", "finite end"), ("1,2,...,8", "at least three numbers"),
+                         ("1,2,4,...,100", "does not reach 100"), ("1,3,4,...,10", "neither an arithmetic")):
+        with pytest.raises(cli.UsageError, match=message):
+            cli._expand_values(bad.split(","))
+
+
+def test_sweep_of_a_report_field_computes_each_cell_once(toy_registry, tmp_path, monkeypatch, capsys):
+    import dataclasses
+    monkeypatch.setitem(studies.STUDIES, "grid", "tests.test_runner")
+    grid = dataclasses.replace(TOY, name="grid", report_fields=("rates",))   # rates only choose cells
+    original = studies.load_study
+    monkeypatch.setattr(studies, "load_study", lambda name: grid if name == "grid" else original(name))
+    code = cli.main(["sweep", "rates", "--study", "grid", "--values", "0.25,0.5,0.75,...,1,inf", "--preset", "smoke",
+                     "--out", str(tmp_path), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "rates=all: 5 computed, 0 cached" in printed                    # 0.25, 0.5, 0.75, 1, inf at once
+    assert "rates=inf: 0 computed, 1 cached" in printed and CALLS["n"] == 5
+    stacked = (tmp_path / "table_toy.csv").read_text().splitlines()
+    assert stacked[0].startswith("rates,rate,") and len(stacked) == 1 + 5

@@ -28,7 +28,26 @@ def test_study_runs_and_finds_inversions(tmp_path):
     assert (table[table.contexts == 2].inversions > 0).all()                  # Lemma 5.2
     t1 = pd.read_csv(tmp_path / "table_table1.csv")
     assert set(t1.ideal) == {"all viewed", "same discount", "paper (Table 1)"}
-    assert "reproduces the paper" in (tmp_path / "README.md").read_text()
+    readme = (tmp_path / "README.md").read_text()
+    assert "reproduces the paper" in readme
+    assert "| all viewed | R | 1.00 | 1.00 | 1.00 | 0.29 | 1.00 | 0.64 |" in readme
+    assert "| all viewed | R' | 0.00 | 2.50 | 0.00 | 0.71 | 1.25 | 0.36 |" in readme
+    assert "| same discount | R | 1.00 | 1.00 | 1.00 | 0.40 | 1.00 | 0.70 |" in readme
+    assert "| same discount | R' | 0.00 | 2.50 | 0.00 | 1.00 | 1.25 | 0.50 |" in readme
+
+
+def test_search_cells_use_their_own_cell_key():
+    """compute gets the run's root key; a search cell's instances come from cell_key(root, cell),
+    so they do not depend on which other cells the grid holds."""
+    import jax
+    from simrec.runner import cell_key
+    config = study.CounterexampleConfig(num_instances=300, contexts=(2,), items=(2, 3), feed_lengths=(1,))
+    root = jax.random.key(0)
+    cells = [c for c in study.cells(config) if c["part"] == "search"]
+    got = [study.compute(root, config, c) for c in cells]
+    for cell, value in zip(cells, got):
+        assert value == study._search(cell_key(root, cell), config, cell["contexts"], cell["items"], cell["feed_length"])
+    assert got[0] != study._search(root, config, 2, 2, 1)            # not the root key itself
 
 
 def test_search_reports_a_real_inversion():

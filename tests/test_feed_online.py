@@ -103,3 +103,21 @@ def test_online_value_rejects_fatigue_and_bad_quality():
     bad = dataclasses.replace(SCENARIO, quality=(feed.ItemFn(_bad_quality, None, A), feed.from_table(Q_WATCH)))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         feed.online_value(None, bad, SORT)
+
+
+def test_epsilon_greedy_under_violations_splits_into_exact_and_uniform_parts():
+    """V(εG) = (1 - ε) V(Sort) + ε V(uniform): the exploit part is exact, only the explore part is
+    sampled, so the standard error is ε times the uniform policy's; checked against an A/B test."""
+    eps = 0.3
+    scenario = dataclasses.replace(SCENARIO, view=feed.Cascade(VIEW, 0.7, stop_signal=1), satiation=0.4)
+    greedy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(SCORES)), eps), K)
+    uniform = dataclasses.replace(greedy, ranker=feed.EpsilonGreedy(feed.Sort(feed.from_table(SCORES)), 1.0))
+    key = jax.random.key(4)
+    value = feed.online_value(key, scenario, greedy, num_samples=200)
+    exploit = feed.online_value(None, scenario, SORT)
+    explore = feed.online_value(key, scenario, uniform, num_samples=200)
+    np.testing.assert_allclose(value.mean, (1 - eps) * exploit.mean + eps * explore.mean, rtol=1e-6)
+    np.testing.assert_allclose(value.standard_error, eps * explore.standard_error, rtol=1e-6)
+    ab = feed.ab_test(jax.random.key(5), scenario, [greedy], 40_000)
+    z = np.abs(ab.mean[0] - value.mean) / np.sqrt(ab.standard_error[0] ** 2 + value.standard_error ** 2)
+    assert np.all(z <= 4), z

@@ -180,3 +180,153 @@ def test_invalid_policies_raise(make):
     f = feed.from_table(np.zeros((2, 5), np.float32))
     with pytest.raises(ValueError):
         make(f)
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling by first appearances (alias tables), used by `simulate` through `context_tables`
+# --------------------------------------------------------------------------------------------
+
+def test_random_words_are_threefry_with_both_words_per_block():
+    """Same stream as JAX's non-partitionable Threefry bits (an independent implementation)."""
+    key = jax.random.key(5)
+    with jax.threefry_partitionable(False):
+        want = jax.random.bits(key, (3, 1001), jnp.uint32)
+    np.testing.assert_array_equal(feed.policies.random_words(key, (3, 1001)), want)
+
+
+@pytest.mark.parametrize("X, k, scale", [(50, 7, 1.0), (20, 100, 3.0), (5, 1000, 10.0), (3, 5, 1e4),
+                                         (4, 3, 0.0), (3, 1, 1.0)])
+def test_alias_tables_give_the_softmax(X, k, scale):
+    logits = np.random.default_rng(k).normal(size=(X, k)) * scale
+    accept, alias = feed.policies._alias_tables(logits)
+    width = accept.shape[1]
+    assert width >= k and width & (width - 1) == 0
+    coin = 2.0 ** (32 - (width.bit_length() - 1))
+    implied = accept / coin
+    for x in range(X):
+        np.add.at(implied[x], alias[x], 1.0 - accept[x] / coin)
+    implied /= width
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    assert np.all(implied[:, k:] == 0)                           # padding columns are never drawn
+    np.testing.assert_allclose(implied[:, :k], p, rtol=0, atol=width * 2.0**-32)
+
+
+def prefix_marginals(logits, K):
+    """P(a at rank i) of a Plackett–Luce top-K, by enumerating every ordered K-prefix (float64)."""
+    w = np.exp(logits - logits.max())
+    out = np.zeros((K, logits.shape[0]))
+    for prefix in itertools.permutations(range(logits.shape[0]), K):
+        p, rest = 1.0, w.sum()
+        for a in prefix:
+            p *= w[a] / rest
+            rest -= w[a]
+        out[np.arange(K), list(prefix)] += p
+    return out
+
+
+@pytest.mark.parametrize("A, T", [(40, 3.0),      # rare duplicates: completion from the small buffer
+                                  (12, 1.0),      # a few % short: the larger buffer
+                                  (12, 0.1)])     # almost all short: every session completed
+def test_drawn_rankings_match_enumeration(A, T):
+    K, n = 3, 200_000
+    s = np.random.default_rng(11).normal(size=(1, A)).astype(np.float32)
+    policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(s), T), K)
+    tables = feed.context_tables(policy, 1)
+    assert tables.accept is not None                          # sampled by first appearances
+    depth = jax.random.randint(jax.random.key(8), (n,), 1, K + 1)
+    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(7), policy, jnp.zeros(n, jnp.int32), tables,
+                                                    depth))
+    want = prefix_marginals(s[0].astype(np.float64) / T, K)
+    depth = np.asarray(depth)
+    for i in range(K):
+        rows = depth > i                                      # ranks within the depth are sampled
+        freq = np.bincount(shown[rows, i], minlength=A) / rows.sum()
+        se = np.sqrt(want[i] * (1 - want[i]) / rows.sum())
+        assert np.all(np.abs(freq - want[i]) <= 4 * se + 1e-9), (i, np.max(np.abs(freq - want[i]) / (se + 1e-12)))
+    within = np.arange(K)[None] < depth[:, None]
+    filled = np.where(within, shown, -1 - np.arange(K)[None])
+    assert np.all(shown[within] >= 0)
+    assert np.all(np.sort(filled, axis=1)[:, 1:] != np.sort(filled, axis=1)[:, :-1])   # no repeats
+
+
+def test_drawn_uniform_exploration_is_uniform():
+    A, K, n = 20, 4, 100_000
+    s = np.zeros((1, A), np.float32)
+    policy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(s)), 1.0), K)
+    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(9), policy, jnp.zeros(n, jnp.int32),
+                                                    feed.context_tables(policy, 1)))
+    se = np.sqrt((1 / A) * (1 - 1 / A) / n)
+    for i in range(K):
+        assert np.all(np.abs(np.bincount(shown[:, i], minlength=A) / n - 1 / A) <= 4 * se)
+    assert np.all(np.sort(shown, axis=1)[:, 1:] != np.sort(shown, axis=1)[:, :-1])
+
+
+def test_per_context_fixed_candidates_from_top_k_match_top_k():
+    """`top_k_candidates` precomputes TopK's sets: the sets equal a per-context stable argsort, and
+    policies on them give TopK's exact exposures and rankings (ε-greedy samples with one key)."""
+    rng = np.random.default_rng(7)
+    X, A, k, K, eps = 5, 14, 7, 4, 0.3
+    retrieval, ranker = feed.from_table(rng.normal(size=(X, A)).astype(np.float32)), \
+        feed.from_table(scores_with_ties(rng, X, A))
+    fixed = feed.top_k_candidates(retrieval, k, X, block_size=2)
+    want = np.argsort(-np.asarray(retrieval.params), axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(np.sort(np.asarray(fixed.items), axis=1), np.sort(want, axis=1))
+    for make in (lambda g: feed.Sort(ranker), lambda g: feed.EpsilonGreedy(feed.Sort(ranker), eps)):
+        on_fixed = feed.Policy(fixed, make(fixed), K)
+        on_top_k = feed.Policy(feed.TopK(retrieval, k), make(None), K)
+        np.testing.assert_allclose(feed.exposure(None, on_fixed, VIEW, jnp.arange(X)).mean,
+                                   feed.exposure(None, on_top_k, VIEW, jnp.arange(X)).mean, rtol=1e-6)
+        contexts = jnp.arange(X)
+        np.testing.assert_array_equal(feed.sample_ranking(jax.random.key(3), on_fixed, contexts),
+                                      feed.sample_ranking(jax.random.key(3), on_top_k, contexts))
+
+
+@pytest.mark.parametrize("items", [np.array([[0, 1], [2, 2]]), np.array([[0, 5]]), np.zeros((1, 1, 2), int)])
+def test_per_context_fixed_candidates_are_validated(items):
+    with pytest.raises(ValueError, match="FixedCandidates.items"):
+        feed.FixedCandidates(jnp.asarray(items), 5)
+
+
+def test_drawn_rankings_on_per_context_candidate_sets():
+    """Per-context FixedCandidates (a table [X, k]): each context draws from its own set, with
+    its own alias table, and follows PL over that set."""
+    rng = np.random.default_rng(13)
+    X, A, k, K, n = 2, 30, 12, 3, 100_000
+    items = np.stack([rng.permutation(A)[:k] for _ in range(X)]).astype(np.int32)
+    s = rng.normal(size=(X, A)).astype(np.float32)
+    policy = feed.Policy(feed.FixedCandidates(jnp.asarray(items), A), feed.PlackettLuce(feed.from_table(s), 1.0), K)
+    tables = feed.context_tables(policy, X)
+    contexts = jnp.repeat(jnp.arange(X, dtype=jnp.int32), n // X)
+    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(14), policy, contexts, tables))
+    for x in range(X):
+        rows = np.asarray(contexts) == x
+        want = prefix_marginals(s[x, items[x]].astype(np.float64), K)
+        for i in range(K):
+            freq = np.bincount(shown[rows, i], minlength=A)[items[x]] / rows.sum()
+            assert np.isclose(freq.sum(), 1.0)                       # only the context's own set
+            assert np.all(np.abs(freq - want[i]) <= 4 * np.sqrt(want[i] * (1 - want[i]) / rows.sum()) + 1e-9)
+
+
+def test_deep_feeds_draw_the_first_ranks_and_complete_the_rest():
+    """K = 40 > 32: 48 draws cover the first ranks; sessions deeper than their distinct draws are
+    completed by Gumbel-top-K. Every rank within the depth matches the plain Gumbel-top-K sampler
+    (itself checked against enumeration above), compared as two samples."""
+    A, K, T, n = 100, 40, 0.5, 100_000
+    s = np.random.default_rng(15).normal(size=(1, A)).astype(np.float32)
+    policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(s), T), K)
+    tables = feed.context_tables(policy, 1)
+    contexts = jnp.zeros(n, jnp.int32)
+    depth = np.asarray(jax.random.randint(jax.random.key(16), (n,), 1, K + 1))
+    drawn = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(17), policy, contexts, tables, jnp.asarray(depth)))
+    plain = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(18), policy, contexts))
+    within = np.arange(K)[None] < depth[:, None]
+    assert np.all(drawn[within] >= 0)
+    filled = np.where(within, drawn, -1 - np.arange(K)[None])
+    assert np.all(np.sort(filled, axis=1)[:, 1:] != np.sort(filled, axis=1)[:, :-1])   # no repeats
+    for i in (0, 1, 20, 39):
+        rows = depth > i
+        p, q = (np.bincount(x, minlength=A) / len(x) for x in (drawn[rows, i], plain[:, i]))
+        pooled = (p * rows.sum() + q * n) / (rows.sum() + n)
+        se = np.sqrt(pooled * (1 - pooled) * (1 / rows.sum() + 1 / n))
+        assert np.all(np.abs(p - q) <= 5 * se + 1e-9), (i, np.max(np.abs(p - q) / (se + 1e-12)))   # 400 comparisons

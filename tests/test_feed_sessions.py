@@ -191,3 +191,21 @@ def test_large_catalogue_keeps_int32_ids():
 def test_invalid_scenarios_raise(make):
     with pytest.raises(ValueError):
         make(feed.from_table(np.zeros((X, A), np.float32)))
+
+
+def test_logged_plackett_luce_rankings_follow_the_policy():
+    """simulate samples a PL ranking only down to the session's depth (first appearances of
+    alias-table draws, completed by Gumbel-top-K); every logged rank must still follow PL."""
+    from tests.test_feed_policies import prefix_marginals
+    A_, K_, n, T = 12, 3, 100_000, 1.0
+    s = np.random.default_rng(12).normal(size=(1, A_)).astype(np.float32)
+    scenario = feed.Scenario(feed.Exponential(0.7), (feed.from_table(np.full((1, A_), 0.5, np.float32)),),
+                             np.ones(1, np.float32), ("like",))
+    policy = feed.Policy(feed.all_items(A_), feed.PlackettLuce(feed.from_table(s), T), K_)
+    log = feed.simulate(jax.random.key(13), scenario, policy, n, logging_exposure=np.ones((1, A_), np.float32))
+    items, viewed = np.asarray(log.items), np.asarray(log.viewed)
+    want = prefix_marginals(s[0].astype(np.float64) / T, K_)
+    for i in range(K_):
+        rows = viewed[:, i]
+        freq = np.bincount(items[rows, i], minlength=A_) / rows.sum()
+        assert np.all(np.abs(freq - want[i]) <= 4 * np.sqrt(want[i] * (1 - want[i]) / rows.sum()) + 1e-9)

@@ -310,6 +310,142 @@ def test_raising_a_relevant_items_score_never_hurts(row, which, step):
             assert b[spec][0] >= a[spec][0] - 1e-12, spec
 
 
+# ---- graded gains (dcg / ndcg with gains=) ------------------------------------------------------
+
+def graded_tie_averaged(scores, gains, relevant, exclude, k):
+    """(DCG@k, nDCG@k) of one row averaged over every order of its tied items, by enumeration;
+    gain g_i on relevant items, 0 elsewhere; ideal from the gains sorted descending."""
+    items = [i for i in range(len(scores)) if not exclude[i]]
+    gain = {i: (float(gains[i]) if relevant[i] else 0.0) for i in items}
+    if not any(relevant[i] for i in items):
+        return None
+    cut = len(items) if k is None else k
+    groups = [list(g) for _, g in itertools.groupby(sorted(items, key=lambda i: -scores[i]),
+                                                    key=lambda i: -scores[i])]
+    total, count = 0.0, 0
+    for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
+        order = [i for p in perms for i in p]
+        total += sum(gain[i] / math.log2(p + 2) for p, i in enumerate(order) if p < cut)
+        count += 1
+    ideal_gains = sorted((gain[i] for i in items if relevant[i]), reverse=True)
+    ideal = sum(g / math.log2(j + 2) for j, g in enumerate(ideal_gains) if j < cut)
+    dcg = total / count
+    return dcg, (dcg / ideal if ideal > 0 else float("nan"))
+
+
+@pytest.mark.parametrize("k", [None, 1, 2, 3, 100])
+def test_graded_dcg_matches_the_average_over_all_tie_orders(k):
+    rng = np.random.default_rng(10)
+    scores = rng.integers(0, 3, (60, 7)).astype(np.float32)      # tie-heavy rows
+    gains = rng.choice([0.0, 1.0, 2.0, 3.0, 7.0, 31.0], (60, 7))   # zeros and repeated gains too
+    relevant = rng.random((60, 7)) < 0.6
+    exclude = rng.random((60, 7)) < 0.15
+    got_dcg = metrics.dcg(scores, relevant, k=k, exclude=exclude, gains=gains)
+    got_ndcg = metrics.ndcg(scores, relevant, k=k, exclude=exclude, gains=gains)
+    for u in range(60):
+        ref = graded_tie_averaged(scores[u], gains[u], relevant[u], exclude[u], k)
+        if ref is None:
+            assert np.isnan(got_dcg[u]) and np.isnan(got_ndcg[u])
+            continue
+        np.testing.assert_allclose(got_dcg[u], ref[0], rtol=1e-10, atol=1e-12, err_msg=f"user {u}")
+        np.testing.assert_allclose(got_ndcg[u], ref[1], rtol=1e-10, atol=1e-12, equal_nan=True,
+                                   err_msg=f"user {u}")
+
+
+def test_graded_tie_free_rows_match_the_plain_formula():
+    rng = np.random.default_rng(11)
+    scores = rng.standard_normal((30, 9)).astype(np.float32)
+    gains = rng.uniform(0, 5, (30, 9))
+    relevant = rng.random((30, 9)) < 0.5
+    exclude = rng.random((30, 9)) < 0.2
+    got = metrics.ndcg(scores, relevant, k=4, exclude=exclude, gains=gains)
+    for u in range(30):
+        ref = graded_tie_averaged(scores[u], gains[u], relevant[u], exclude[u], 4)
+        np.testing.assert_allclose(got[u], np.nan if ref is None else ref[1], rtol=1e-10,
+                                   equal_nan=True)
+
+
+def test_unit_gains_reproduce_the_binary_metrics():
+    rng = np.random.default_rng(12)
+    scores = rng.integers(0, 4, (50, 40)).astype(np.float32)
+    relevant = rng.random((50, 40)) < 0.2
+    exclude = rng.random((50, 40)) < 0.1
+    for k in (None, 5, 1000):
+        for fn in (metrics.dcg, metrics.ndcg):
+            np.testing.assert_allclose(
+                fn(scores, relevant, k=k, exclude=exclude, gains=np.ones((50, 40))),
+                fn(scores, relevant, k=k, exclude=exclude), rtol=1e-12, equal_nan=True)
+
+
+def test_graded_gains_outside_relevant_are_ignored_and_zero_gains_give_nan_ndcg():
+    scores = np.array([[4, 3, 2, 1], [4, 3, 2, 1], [4, 3, 2, 1]], np.float32)
+    relevant = np.array([[0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 0]], bool)
+    gains = np.array([[9.0, 2.0, 5.0, 9.0], [0.0, 0.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0]])
+    dcg = metrics.dcg(scores, relevant, gains=gains)
+    ndcg = metrics.ndcg(scores, relevant, gains=gains)
+    assert dcg[0] == pytest.approx(2 / np.log2(3) + 5 / np.log2(4))
+    assert ndcg[0] == pytest.approx(dcg[0] / (5 + 2 / np.log2(3)))
+    assert dcg[1] == 0.0 and np.isnan(ndcg[1])          # relevant items, all with gain 0
+    assert np.isnan(dcg[2]) and np.isnan(ndcg[2])       # no relevant item
+
+
+def test_graded_input_kinds_and_blocks_agree():
+    rng = np.random.default_rng(13)
+    scores = rng.integers(0, 5, (31, 25)).astype(np.float32)
+    relevant = rng.random((31, 25)) < 0.4
+    exclude = rng.random((31, 25)) < 0.2
+    gains = np.where(rng.random((31, 25)) < 0.5, rng.integers(1, 6, (31, 25)), 0).astype(np.float64)
+    ref = metrics.ndcg(scores, relevant, k=5, exclude=exclude, gains=gains)
+    variants = [
+        metrics.ndcg(jnp.asarray(scores), jnp.asarray(relevant), k=5, exclude=jnp.asarray(exclude),
+                     gains=jnp.asarray(gains, jnp.float32)),
+        metrics.ndcg(scores, sp.csr_matrix(relevant), k=5, exclude=sp.csc_matrix(exclude),
+                     gains=sp.coo_matrix(gains)),
+        metrics.ndcg(lambda users: scores[users], relevant, k=5, exclude=exclude, gains=gains,
+                     block_size=4),
+        metrics.ndcg(scores, relevant, k=5, exclude=exclude, gains=gains.astype(np.int64),
+                     block_size=1),
+    ]
+    for got in variants:
+        np.testing.assert_allclose(got, ref, rtol=1e-12, equal_nan=True)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(rows, st.lists(st.integers(0, 5), min_size=9, max_size=9))
+def test_graded_ndcg_is_bounded_and_one_for_scores_sorted_by_gain(row, grades):
+    values, rel = row
+    scores = np.array([values], np.float32)
+    relevant = np.array([rel], bool)
+    gains = np.array([grades[:len(rel)]], np.float64)
+    got = metrics.ndcg(scores, relevant, gains=gains)[0]
+    effective = np.where(relevant, gains, 0.0)
+    if not any(rel) or not effective.any():
+        assert np.isnan(got)
+        return
+    assert -1e-12 <= got <= 1 + 1e-12
+    ideal = metrics.ndcg(effective.astype(np.float32), relevant, gains=gains, k=2)[0]
+    assert ideal == pytest.approx(1.0)        # ties only among equal gains: every order is ideal
+
+
+@pytest.mark.parametrize("gains, message", [
+    (np.ones((4, 5)), "gains has shape"),
+    (np.ones(6), "gains has shape"),
+    (np.where(np.eye(4, 6) > 0, np.nan, 1.0), "NaN or infinite"),
+    (np.where(np.eye(4, 6) > 0, np.inf, 1.0), "NaN or infinite"),
+    (np.where(np.eye(4, 6) > 0, -1.0, 1.0), ">= 0"),
+    (sp.csr_matrix(-np.eye(4, 6)), ">= 0"),
+    (np.full((4, 6), "a"), "numeric"),
+])
+def test_graded_bad_gains_raise_a_clear_error(gains, message):
+    rng = np.random.default_rng(14)
+    scores = rng.standard_normal((4, 6)).astype(np.float32)
+    relevant = rng.random((4, 6)) < 0.5
+    with pytest.raises(ValueError, match=message):
+        metrics.ndcg(scores, relevant, gains=gains)
+    with pytest.raises(ValueError, match=message):
+        metrics.dcg(scores, relevant, gains=gains)
+
+
 # ---- observed-vs-complete helpers ----------------------------------------------------------------------
 
 def test_idcg_and_thm2_factor_closed_forms():

@@ -66,6 +66,18 @@ def test_dcg_sweep_matches_per_trajectory_mean_and_se():
     assert ope.dcg_sweep(*data, 4.0).value == pytest.approx(per[2].mean(), rel=1e-5)
 
 
+@pytest.mark.parametrize("k", [40, 70])           # unrolled and looped ranks; several blocks and a tail
+def test_dcg_sweep_over_many_blocks_matches_float64(k):
+    rewards, logging, target, viewed = random_log(11, n=20_003, k=k)
+    m = np.array([1.0, 3.0, np.inf])
+    gain = np.where(viewed, rewards.astype(np.float64) * target, 0.0)
+    inverse = np.where(viewed, 1.0 / np.where(viewed, logging, 1.0), 0.0)
+    per = np.stack([(gain * np.minimum(mj, inverse)).sum(1) for mj in m])
+    est = ope.dcg_sweep(rewards, logging, target, viewed, m)
+    np.testing.assert_allclose(est.value, per.mean(1), rtol=1e-5)
+    np.testing.assert_allclose(est.standard_error, per.std(1, ddof=1) / np.sqrt(per.shape[1]), rtol=1e-4)
+
+
 @pytest.mark.parametrize("ideal", ["same discount", "all viewed"])
 def test_ideal_and_ndcg_match_loop(ideal):
     rewards, logging, target, viewed = random_log(1, n=200)
@@ -234,3 +246,112 @@ def test_learnt_pbm_variant_recovers_the_truth(log):
     assert abs(z_score(est, truth)) <= 4
     naive = ope.off_policy_estimate(None, log, LOGGER, TARGET, feed.Logarithmic(), signal=1, m=1.0)
     assert abs(z_score(naive, truth)) > 5                     # `log` discount with raw labels: biased
+
+
+@pytest.mark.parametrize("ideal", ["same discount", "all viewed"])
+def test_ideal_of_boolean_rewards_sorts_once_and_matches_loop(ideal):
+    rewards, logging, target, viewed = random_log(5, n=300)
+    clicks = rewards > 0                                               # bool labels: the one-sort path
+    discount = np.array([1.0, 0.7, 0.5, 0.2, 0.1], np.float32)
+    got = np.asarray(ope.ideal_dcg(clicks, logging, viewed, discount, M_VALUES, ideal=ideal))
+    as_float = np.asarray(ope.ideal_dcg(clicks.astype(np.float32), logging, viewed, discount, M_VALUES, ideal=ideal))
+    np.testing.assert_array_equal(got, as_float)                       # bit-identical to the per-m sort
+    for row, m in zip(got, M_VALUES):
+        np.testing.assert_allclose(row, loop_ideal(clicks, logging, viewed, discount, m, ideal == "all viewed"),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_ndcg_with_a_precomputed_ideal_equals_the_plain_call():
+    rewards, logging, target, viewed = random_log(6, n=200)
+    clicks, discount = rewards > 0, np.array([1.0, 0.6, 0.3], np.float32)
+    idcg = ope.ideal_dcg(clicks, logging, viewed, discount, M_VALUES)
+    np.testing.assert_array_equal(ope.trajectory_ndcg(clicks, logging, target, viewed, discount, M_VALUES, idcg=idcg),
+                                  ope.trajectory_ndcg(clicks, logging, target, viewed, discount, M_VALUES))
+    with pytest.raises(ValueError, match="idcg must be the ideal_dcg"):
+        ope.trajectory_ndcg(clicks, logging, target, viewed, discount, M_VALUES, idcg=idcg[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Doubly robust
+# --------------------------------------------------------------------------------------------
+
+def loop_dr(rewards, logging, target, viewed, predicted, direct, m):
+    out = np.array(direct, np.float64)
+    for t in range(rewards.shape[0]):
+        for i in range(rewards.shape[1]):
+            if viewed[t, i]:
+                out[t] += (rewards[t, i] - predicted[t, i]) * min(m, 1.0 / logging[t, i]) * target[t, i]
+    return out
+
+
+def test_dr_matches_loop_and_its_sweep():
+    data = random_log(5, n=200)
+    rng = np.random.default_rng(6)
+    predicted = rng.uniform(0, 1.5, data[0].shape).astype(np.float32)
+    direct = rng.uniform(0, 3, 200).astype(np.float32)
+    got = np.asarray(ope.trajectory_dr(*data, predicted, direct, M_VALUES))
+    per = np.stack([loop_dr(*data, predicted, direct, m) for m in M_VALUES])
+    np.testing.assert_allclose(got, per, rtol=1e-5, atol=1e-5)
+    est = ope.dr_sweep(*data, predicted, direct, M_VALUES)
+    np.testing.assert_allclose(est.value, per.mean(1), rtol=1e-5)
+    np.testing.assert_allclose(est.standard_error, per.std(1, ddof=1) / np.sqrt(200), rtol=1e-4)
+    assert ope.trajectory_dr(*data, predicted, direct).shape == (200,)
+
+
+def test_dr_reduces_to_ips_and_to_the_direct_method():
+    data = random_log(7, n=200)
+    rewards, _, _, viewed = data
+    zeros = np.zeros(rewards.shape, np.float32)
+    np.testing.assert_array_equal(ope.trajectory_dr(*data, zeros, np.zeros(200, np.float32), M_VALUES),
+                                  ope.trajectory_dcg(*data, M_VALUES))                  # q̂ = 0: IPS
+    direct = np.random.default_rng(8).uniform(0, 3, 200).astype(np.float32)
+    exact = np.where(viewed, rewards, 7.0).astype(np.float32)   # q̂ = observed labels: no residual
+    np.testing.assert_allclose(ope.trajectory_dr(*data, exact, direct, M_VALUES),
+                               np.broadcast_to(direct, (len(M_VALUES), 200)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d, p, q: ope.trajectory_dr(*d, p[:, :3], q),
+    lambda d, p, q: ope.trajectory_dr(*d, p, q[:5]),
+    lambda d, p, q: ope.trajectory_dr(*d, p, q[:, None]),
+    lambda d, p, q: ope.trajectory_dr(*d, np.where(d[3], np.nan, p), q),
+    lambda d, p, q: ope.dr_sweep(*d, p, np.full_like(q, np.inf), [1.0, np.inf]),
+    lambda d, p, q: ope.dr_sweep(*d, p, q, [0.5]),
+    lambda d, p, q: ope.direct_method(np.ones((3, 4)), np.ones((3, 5))),
+])
+def test_dr_bad_input_raises(call):
+    data = random_log(9, n=200)
+    with pytest.raises(ValueError):
+        call(data, np.zeros(data[0].shape, np.float32), np.zeros(200, np.float32))
+
+
+WRONG_MODEL = np.clip(0.5 * Q[1] + 0.3 * RNG.uniform(size=(X, A)), 0, 1).astype(np.float32)   # biased q̂
+
+
+def test_dr_is_unbiased_under_a_wrong_reward_model(log):
+    truth = feed.online_value(None, SCENARIO, TARGET).mean[1]
+    est = ope.doubly_robust_estimate(None, log, LOGGER, TARGET, VIEW, feed.from_table(WRONG_MODEL), signal=1)
+    assert abs(z_score(est, truth)) <= 4, (est, truth)
+    direct = float(ACTIVITY @ np.sum(WRONG_MODEL * tables(TARGET), axis=1))
+    assert abs(direct - truth) > 20 * est.standard_error           # the model alone is far off
+
+
+def test_dr_with_the_true_model_has_the_direct_methods_mean_and_less_variance(log):
+    truth = feed.online_value(None, SCENARIO, TARGET).mean[1]
+    dr = ope.doubly_robust_estimate(None, log, LOGGER, TARGET, VIEW, feed.from_table(Q[1]), signal=1)
+    ips = ope.off_policy_estimate(None, log, LOGGER, TARGET, VIEW, signal=1)
+    direct = float(ACTIVITY @ np.sum(Q[1] * tables(TARGET), axis=1))
+    assert direct == pytest.approx(truth, rel=1e-5)                  # DM with q̂ = q is the truth ...
+    assert abs(z_score(dr, truth)) <= 4                             # ... and DR's mean
+    assert dr.standard_error < ips.standard_error                  # the model explains most variance
+
+
+def test_dr_clipping_bias_matches_closed_form(log):
+    truth = feed.online_value(None, SCENARIO, TARGET).mean[1]
+    eps0, eps = tables(LOGGER), tables(TARGET)
+    m = np.array([1.0, 2.0])
+    est = ope.doubly_robust_estimate(None, log, LOGGER, TARGET, VIEW, feed.from_table(WRONG_MODEL), signal=1, m=m)
+    for j, mj in enumerate(m):
+        bias = -np.sum(ACTIVITY[:, None] * (Q[1] - WRONG_MODEL) * eps * np.maximum(1.0 - mj * eps0, 0.0))
+        assert abs(bias) > 5 * est.standard_error[j]
+        assert abs((est.value[j] - (truth + bias)) / est.standard_error[j]) <= 4

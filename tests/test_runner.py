@@ -199,3 +199,30 @@ def test_editing_report_code_keeps_the_cache_but_editing_compute_code_does_not(t
     assert runner.code_version(study) == before
     module.write_text(body.replace("{'v': 1}", "{'v': 2}"))
     assert runner.code_version(study) != before
+
+
+def test_editing_a_dependency_changes_the_code_version(tmp_path):
+    shared = tmp_path / "shared_mod.py"
+    shared.write_text("SIZE = 1\n")
+    study = Study("m", "d", {}, toy_cells, lambda key, config, cell: {}, lambda config, results: None,
+                  dependencies=(str(shared),))
+    before = runner.code_version(study)
+    assert runner.code_version(study) == before
+    shared.write_text("SIZE = 2\n")
+    assert runner.code_version(study) != before
+
+
+def test_report_fields_leave_the_cache_address_so_grid_points_are_shared(tmp_path):
+    import dataclasses
+    grid = dataclasses.replace(TOY, report_fields=("rates",))       # rates only choose cells
+    CALLS.update(n=0, fail_after=None)
+    first = runner.run(grid, ToyConfig(rates=(0.1, 0.5)), seed=0, out=tmp_path / "a", progress=False)
+    wider = runner.run(grid, ToyConfig(rates=(0.1, 0.5, 1.0)), seed=0, out=tmp_path / "b",
+                       cache_dir=tmp_path / "a" / ".cache", progress=False)
+    assert (first.cells_computed, wider.cells_computed, wider.cells_cached) == (6, 3, 6)
+    other = runner.run(grid, ToyConfig(rates=(1.0,), inner=Inner(scale=2.0)), seed=0, out=tmp_path / "c",
+                       cache_dir=tmp_path / "a" / ".cache", progress=False)
+    assert other.cells_computed == 3                               # any other field still counts
+    with pytest.raises(ValueError, match="report field 'inner.nope' is not a field"):
+        runner.run(dataclasses.replace(TOY, report_fields=("inner.nope",)), ToyConfig(), seed=0,
+                   out=tmp_path / "d", progress=False)

@@ -427,3 +427,32 @@ def test_holm_hand_case():
 def test_holm_rejects_bad_input(p, alpha, match):
     with pytest.raises(ValueError, match=match):
         stats.holm_bonferroni(p, alpha)
+
+
+def test_sensitivity_from_moments_equals_the_summary_of_the_samples():
+    rng = np.random.default_rng(11)
+    differences = rng.normal(rng.normal(0.0, 0.3, (40, 1)), 1.0, (40, 60))
+    truly = rng.uniform(size=40) < 0.5
+    full = stats.sensitivity_summary(differences, truly)
+    mean = differences.mean(1)
+    se = differences.std(1, ddof=1) / np.sqrt(60)
+    moments = stats.sensitivity_from_moments(mean, se, truly)
+    for name in ("mean", "low", "high", "se", "p_value", "significant"):
+        np.testing.assert_allclose(getattr(moments, name), getattr(full, name), rtol=1e-12, atol=1e-15)
+    for name in ("tpr", "fpr", "mean_p_value", "sign_agreement", "n_positive", "n_negative"):
+        assert getattr(moments, name) == pytest.approx(getattr(full, name), rel=1e-12)
+    with pytest.raises(ValueError, match="standard_error must be >= 0"):
+        stats.sensitivity_from_moments(mean, -se, truly)
+    with pytest.raises(ValueError, match="one entry per setting"):
+        stats.sensitivity_from_moments(mean, se[:3], truly)
+
+
+def test_z_test_matches_scipy_and_the_zero_se_limit():
+    estimate, se = np.array([0.3, -0.2, 0.0, 1.0]), np.array([0.1, 0.4, 0.2, 0.0])
+    np.testing.assert_allclose(stats.z_test(estimate[:3], se[:3]), scipy_stats.norm.sf(estimate[:3] / se[:3]))
+    np.testing.assert_allclose(stats.z_test(estimate[:3], se[:3], "less"), scipy_stats.norm.cdf(estimate[:3] / se[:3]))
+    assert stats.z_test(1.0, 0.0) == 0.0 and stats.z_test(0.0, 0.0) == 0.5
+    two_arms = stats.z_test(5.2 - 5.0, math.hypot(0.05, 0.06))        # the difference of two A/B arms
+    assert two_arms == pytest.approx(scipy_stats.norm.sf(0.2 / math.hypot(0.05, 0.06)))
+    with pytest.raises(ValueError, match="alternative"):
+        stats.z_test(1.0, 1.0, "two-sided")

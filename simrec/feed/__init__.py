@@ -12,7 +12,7 @@ from simrec.feed.online import ABTest, OnlineValue, ab_test, online_value
 from simrec.feed.policies import (ContextTables, EpsilonGreedy, Exposure, FixedCandidates, ItemFn, PlackettLuce,
                                   Policy, RandomSubset, Sort, TopK, all_items, context_tables, evaluate, exposure,
                                   exposure_of, from_table, is_deterministic, is_exact, num_items,
-                                  sample_candidates, sample_ranking)
+                                  sample_candidates, sample_ranking, top_k_candidates)
 from simrec.feed.sessions import Log, Scenario, concatenate, depth, satiated_quality, session_chunks, simulate
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
                                depth_from_uniform, fit_view_model, position_model, sample_depth, view_probability)
@@ -20,7 +20,8 @@ from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, 
 __all__ = [
     "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
     "view_probability", "sample_depth", "depth_from_uniform", "fit_view_model", "position_model",
-    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "TopK", "RandomSubset",
+    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
+    "RandomSubset",
     "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "ContextTables", "context_tables",

@@ -12,12 +12,18 @@ violations (a `Cascade` view model, satiation) it conditions on the ranking σ i
     V_s(R | x, σ) = sum_i S(i) · prod_{j<i} (1 - p q̃_stop(j)) · q̃_s(i),
 
 with q̃ the satiated quality (`satiated_quality`) and p the cascade's stop probability: exact for
-deterministic policies and averaged over sampled rankings otherwise. Fatigue makes the reward
+deterministic policies and averaged over sampled rankings otherwise. An epsilon-greedy policy
+around a deterministic order is split by its definition,
+
+    V(εG) = (1 - ε) V(base order) + ε V(uniform order),
+
+with the first term exact and only the second sampled (its standard error scaled by ε). Fatigue makes the reward
 depend on the session history, so only `ab_test` (independent sessions per arm) measures it.
 A day d is a scenario whose quality functions are that day's (e.g. from `simrec.world.drift`).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple, Sequence
 
@@ -26,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec.feed._validate import check_int
-from simrec.feed.policies import (Policy, evaluate, exact_exposure, exposure_sample, is_deterministic,
-                                  is_exact, monte_carlo, num_items, sample_ranking, subset_weights)
+from simrec.feed.policies import (EpsilonGreedy, Policy, Sort, evaluate, exact_exposure, exposure_sample,
+                                  is_deterministic, is_exact, monte_carlo, num_items, sample_ranking, subset_weights)
 from simrec.feed.sessions import Scenario, num_contexts, satiated_quality, session_chunks
 from simrec.feed.views import Cascade, view_probability
 
@@ -91,6 +97,16 @@ def _conditional_value(scenario: Scenario, survival, quality) -> jax.Array:
     return jnp.sum(reach[None] * quality, axis=-1)
 
 
+def _splits(policy: Policy) -> bool:
+    """Whether `online_value` splits the policy: epsilon-greedy with 0 < ε < 1 around a
+    deterministic order (a Sort ranker on a deterministic generator)."""
+    ranker = policy.ranker
+    if not isinstance(ranker, EpsilonGreedy) or not isinstance(ranker.base, Sort):
+        return False
+    epsilon = float(ranker.epsilon)
+    return 0.0 < epsilon < 1.0 and is_deterministic(dataclasses.replace(policy, ranker=ranker.base))
+
+
 def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, num_samples: int = 1000,
                  block_size: int = 256) -> OnlineValue:
     """Expected positive feedback per session of `policy`, per signal, averaged exactly over the
@@ -106,6 +122,15 @@ def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, n
                          "no closed form; measure it with ab_test")
     check_int("block_size", block_size)
     by_ranking = isinstance(scenario.view, Cascade) or scenario.satiation > 0
+    if by_ranking and _splits(policy):
+        epsilon = float(policy.ranker.epsilon)
+        base = online_value(None, scenario, dataclasses.replace(policy, ranker=policy.ranker.base),
+                            block_size=block_size)
+        uniform = online_value(key, scenario, dataclasses.replace(
+            policy, ranker=dataclasses.replace(policy.ranker, epsilon=jnp.float32(1.0))),
+            num_samples=num_samples, block_size=block_size)
+        return OnlineValue((1 - epsilon) * base.mean + epsilon * uniform.mean,
+                           epsilon * uniform.standard_error, scenario.signals)
     exact = is_deterministic(policy) if by_ranking else is_exact(policy)
     samples = 1 if exact else check_int("num_samples", num_samples, low=2)
     if not exact and key is None:

@@ -7,11 +7,18 @@ the expected number of views a gets under view model S(i) = P(V=1 | R=i) (KDD'24
 
     ε(x, a) = sum_{i=1}^{K} P(a at rank i | x) · S(i).
 
-Generators: `FixedCandidates` (the same set for every context; `all_items` = single stage),
-`TopK` (top-k by a retrieval score), `RandomSubset` (a uniform random k-subset).
+Generators: `FixedCandidates` (the same set for every context, `all_items` = single stage, or
+one fixed set per context, e.g. `top_k_candidates` = a `TopK` retrieval computed once), `TopK`
+(top-k by a retrieval score), `RandomSubset` (a uniform random k-subset).
 Rankers: `Sort` (deterministic, descending score, ties broken by lower item id), `PlackettLuce`
 (temperature T, sampled by Gumbel-top-K: Yellott 1977), `EpsilonGreedy` (with probability ε a
-uniformly random order of the candidates, else its base ranker).
+uniformly random order of the candidates, else its base ranker). With the per-context tables of
+`context_tables` (what `simulate` uses), short PL and uniform feeds are instead drawn by first
+appearances: i.i.d. draws from the softmax, O(1) each from Walker's alias tables (Walker 1977;
+Vose 1991), keep each item's first appearance; by Luce's choice axiom the next new item follows
+the softmax over the items not yet shown, so the order of first appearances is exactly
+Plackett–Luce. Only the ranks the session views are needed, so few draws suffice; the rare
+sessions without enough distinct draws are completed by Gumbel-top-K over the rest.
 
 `exposure` is exact when the ranker is `Sort` or `EpsilonGreedy(Sort)` (closed forms below,
 including a hypergeometric formula for `RandomSubset`) and otherwise a seeded Monte Carlo mean
@@ -32,6 +39,7 @@ wraps a dense f32[X, A] table. Item ids are int32 everywhere.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Union
 
@@ -39,15 +47,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
+from jax.extend.random import threefry_2x32
 
 from simrec.feed._validate import check_int, check_scalar, is_value
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
-    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "TopK", "RandomSubset",
-    "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
+    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
+    "RandomSubset", "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "exposure_sample", "exact_exposure", "subset_weights", "monte_carlo", "ContextTables", "context_tables",
+    "random_words", "uniform_from_words", "lookup",
 ]
 
 
@@ -75,8 +85,18 @@ class ItemFn:
         check_int("ItemFn.num_items", self.num_items)
 
 
+def lookup(table: jax.Array, rows: jax.Array, columns: jax.Array) -> jax.Array:
+    """table[rows, columns] for broadcastable integer index arrays, as one gather from the
+    flattened table when its size fits int32 (XLA's CPU gather is about twice as fast on flat
+    indices as on index pairs). Indices must be in range."""
+    num_rows, num_columns = table.shape
+    if num_rows * num_columns < 2**31:
+        return table.reshape(-1)[rows * num_columns + columns]
+    return table[rows, columns]
+
+
 def _table_lookup(values: jax.Array, contexts: jax.Array, items: jax.Array) -> jax.Array:
-    return values[contexts[:, None], items]
+    return lookup(values, contexts[:, None], items)
 
 
 def from_table(values) -> ItemFn:
@@ -110,7 +130,8 @@ def _catalogue(contexts: jax.Array, n: int) -> jax.Array:
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["items"], meta_fields=["num_items"])
 @dataclass(frozen=True)
 class FixedCandidates:
-    """The same candidate set for every context.  items: i32[k] distinct ids in [0, num_items)."""
+    """Fixed candidate sets. items: i32[k], the same set for every context, or i32[X, k], the set
+    of each context 0..X-1; distinct ids in [0, num_items) per set."""
     items: jax.Array
     num_items: int
 
@@ -118,16 +139,29 @@ class FixedCandidates:
         check_int("FixedCandidates.num_items", self.num_items)
         if is_value(self.items):
             arr = np.asarray(self.items)
-            if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
-                raise ValueError(f"FixedCandidates.items must be a non-empty integer vector, got "
-                                 f"{arr.dtype}{list(arr.shape)}")
-            if arr.min() < 0 or arr.max() >= self.num_items or np.unique(arr).size != arr.size:
-                raise ValueError(f"FixedCandidates.items must be distinct ids in [0, {self.num_items})")
+            if arr.ndim not in (1, 2) or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
+                raise ValueError(f"FixedCandidates.items must be a non-empty integer vector [k] or table "
+                                 f"[contexts, k], got {arr.dtype}{list(arr.shape)}")
+            rows = np.sort(arr.reshape(-1, arr.shape[-1]), axis=1)
+            if arr.min() < 0 or arr.max() >= self.num_items or np.any(rows[:, 1:] == rows[:, :-1]):
+                raise ValueError(f"FixedCandidates.items must be distinct ids in [0, {self.num_items}) "
+                                 f"within each set")
 
 
 def all_items(num_items: int) -> FixedCandidates:
     """Single-stage generation: every item of the catalogue is a candidate."""
     return FixedCandidates(jnp.arange(check_int("num_items", num_items), dtype=jnp.int32), num_items)
+
+
+def top_k_candidates(retrieval: ItemFn, k: int, num_contexts: int, block_size: int = 1024) -> FixedCandidates:
+    """The sets of `TopK(retrieval, k)` for contexts 0..num_contexts-1, computed once: a fixed
+    two-stage generator G whose policies skip the per-call top-k over the catalogue (same sets,
+    same order, hence the same rankings and exposures as `TopK`). Memory O(num_contexts * k)."""
+    generator = TopK(retrieval, check_int("k", k))
+    contexts = np.arange(check_int("num_contexts", num_contexts), dtype=np.int32)
+    blocks = [_top_k_block(generator, jnp.asarray(contexts[s:s + block_size]))
+              for s in range(0, contexts.shape[0], check_int("block_size", block_size))]
+    return FixedCandidates(jnp.concatenate(blocks), retrieval.num_items)
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["retrieval"], meta_fields=["k"])
@@ -207,7 +241,7 @@ def _num_candidates(generator: Generator) -> int | None:
     """k, or None while a FixedCandidates' items are a JAX placeholder without a shape."""
     if isinstance(generator, FixedCandidates):
         shape = getattr(generator.items, "shape", None)
-        return int(shape[0]) if shape else None
+        return int(shape[-1]) if shape else None
     return generator.k
 
 
@@ -281,7 +315,7 @@ def sample_candidates(key: jax.Array | None, generator: Generator, contexts: jax
     n = contexts.shape[0]
     if isinstance(generator, FixedCandidates):
         items = jnp.asarray(generator.items, jnp.int32)
-        return jnp.broadcast_to(items, (n, items.shape[0]))
+        return items[contexts] if items.ndim == 2 else jnp.broadcast_to(items, (n, items.shape[0]))
     if isinstance(generator, TopK):
         scores = evaluate(generator.retrieval, contexts, _catalogue(contexts, generator.retrieval.num_items))
         return jax.lax.top_k(scores, generator.k)[1].astype(jnp.int32)   # ties: lower index = id
@@ -291,63 +325,296 @@ def sample_candidates(key: jax.Array | None, generator: Generator, contexts: jax
     raise TypeError(f"unknown generator {type(generator).__name__}")
 
 
-def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int, sorted_top=None) -> jax.Array:
-    """The first `feed_length` of the ranked candidates.  i32[N, K]. `sorted_top` (optional):
-    the candidates' top K under the `Sort` base ranker, precomputed by `context_tables`."""
+@jax.jit
+def _top_k_block(generator: TopK, contexts: jax.Array) -> jax.Array:
+    return sample_candidates(None, generator, contexts)
+
+
+def random_words(key: jax.Array, shape) -> jax.Array:
+    """Uniform random 32-bit words from an explicit key.  Returns u32[*shape].
+
+    For a Threefry key, both 32-bit outputs of every Threefry-2x32 block are used (counter =
+    word index, JAX's non-partitionable layout); JAX's default partitionable `random.bits`
+    keeps one word per block, so this halves the cost of the simulator's hottest operation.
+    Other key implementations use `jax.random.bits`.
+    """
+    shape = tuple(shape)
+    size = math.prod(shape)
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if typed and str(jax.random.key_impl(key)) != "threefry2x32":
+        return jax.random.bits(key, shape, jnp.uint32)
+    data = jax.random.key_data(key) if typed else key
+    return threefry_2x32(data, jax.lax.iota(jnp.uint32, size)).reshape(shape)
+
+
+def uniform_from_words(words: jax.Array) -> jax.Array:
+    """U = (w >> 8) / 2^24, exactly uniform on the 2^24 floats {0, 2^-24, ..., 1 - 2^-24}.
+    words: u32[...]. Returns f32[...]."""
+    return (words >> 8).astype(jnp.float32) * jnp.float32(2.0 ** -24)
+
+
+def _gumbel(words: jax.Array) -> jax.Array:
+    """Standard Gumbel variates -log(-log U) from words, U = ((w >> 8) + 1/2) / 2^24 in (0, 1).
+    f32[...]."""
+    uniform = ((words >> 8).astype(jnp.float32) + 0.5) * jnp.float32(2.0 ** -24)
+    return -jnp.log(-jnp.log(uniform))
+
+
+def _scaled_index(words: jax.Array, size: int) -> jax.Array:
+    """floor(w · size / 2^32) for size < 2^16, without 64-bit integers: uniform on 0..size-1 up
+    to a relative error below size / 2^32.  i32[...]."""
+    high = (words >> 16) * jnp.uint32(size)
+    low = ((words & 0xFFFF) * jnp.uint32(size)) >> 16
+    return ((high + low) >> 16).astype(jnp.int32)
+
+
+def _alias_width(num_candidates: int) -> int:
+    """Columns of an alias table: the next power of two >= k (at least 2), so that the top bits
+    of one 32-bit word pick a column exactly uniformly and the rest are its coin."""
+    return max(2, 1 << (num_candidates - 1).bit_length())
+
+
+def _alias_tables(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Walker's alias tables of softmax(logits) per row, built in float64 (Vose's pairing of a
+    small and a large column, vectorised over rows by scanning the columns in increasing order
+    of probability), over W = `_alias_width(k)` columns (columns k..W-1 have weight 0).
+
+    logits: f[X, k], finite. Returns (accept u32[X, W], alias i32[X, W]). A 32-bit word w with
+    column c = w >> (32 - b) (W = 2^b) and coin w mod 2^(32-b) gives item c if the coin is below
+    accept[c], else alias[c]; so P(item a) = (1/W) (accept[a] + sum_{c: alias[c] = a}
+    (2^(32-b) - accept[c])) / 2^(32-b), within 2^-32 per column of the softmax.
+    """
+    X, k = logits.shape
+    width = _alias_width(k)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    scaled = np.zeros((X, width))
+    scaled[:, :k] = weights * (width / weights.sum(axis=1, keepdims=True))           # mean 1
+    order = np.argsort(scaled, axis=1, kind="stable")
+    ascending = np.take_along_axis(scaled, order, axis=1)
+    prob = np.ones((X, width))
+    alias = np.broadcast_to(np.arange(width), (X, width)).copy()
+    rows = np.arange(X)
+    # unpaired columns are the sorted positions small..large; `rest` is the large one's residual
+    small, large, rest = np.zeros(X, np.int64), np.full(X, width - 1), ascending[:, -1].copy()
+    for _ in range(width - 1):
+        active = small < large
+        demoted = active & (rest < 1.0)          # the large column fell below 1: pair it first
+        pos = np.where(demoted, large, small)
+        value = np.where(demoted, rest, ascending[rows, small])
+        partner = np.where(demoted, large - 1, large)
+        item = order[rows, pos]
+        prob[rows[active], item[active]] = np.clip(value[active], 0.0, 1.0)
+        alias[rows[active], item[active]] = order[rows, partner][active]
+        rest = np.where(active, np.where(demoted, ascending[rows, np.maximum(large - 1, 0)], rest) - (1.0 - value),
+                        rest)
+        large = np.where(demoted, large - 1, large)
+        small = np.where(active & ~demoted, small + 1, small)
+    coin = 32 - (width.bit_length() - 1)
+    return np.rint(prob * 2.0**coin).astype(np.uint32), alias.astype(np.int32)
+
+
+def _num_draws(feed_length: int, num_candidates: int) -> int | None:
+    """Draws per session for sampling by first appearances (`_first_appearances`), or None when
+    duplicates would be too frequent (then Gumbel-top-K is used): 1.5 K draws for feeds of up
+    to 32 ranks from at least 4 K candidates; 48 draws, covering about the first 32 ranks, for
+    longer feeds from at least 96 candidates, whose deeper sessions are then completed by
+    Gumbel-top-K (`_complete_short`). The alias coin needs fewer than 2^16 candidates."""
+    if num_candidates >= 2**16:
+        return None
+    if feed_length <= 32:
+        return feed_length + (feed_length + 1) // 2 if 4 * feed_length <= num_candidates else None
+    return 48 if num_candidates >= 96 else None
+
+
+def _first_appearances(draws: jax.Array, feed_length: int) -> tuple[jax.Array, jax.Array]:
+    """Candidate positions in order of first appearance in i.i.d. draws, and how many distinct.
+
+    draws: i32[M, N] (draw j of session n in row j). Returns (positions i32[N, K], -1 after the
+    count; count i32[N], capped at K). Elementwise over sessions, unrolled over the M draws.
+    """
+    num_draws, n = draws.shape
+    fresh, slot = [], []
+    count = jnp.zeros(n, jnp.int32)
+    for j in range(num_draws):
+        new = jnp.ones(n, bool)
+        for i in range(j):
+            new = new & (draws[i] != draws[j])
+        fresh.append(new)
+        slot.append(count)
+        count = count + new
+    positions = []
+    for s in range(min(feed_length, num_draws)):
+        pos = jnp.full(n, -1, jnp.int32)
+        for j in range(s, num_draws):
+            pos = jnp.where(fresh[j] & (slot[j] == s), draws[j], pos)
+        positions.append(pos)
+    positions = jnp.stack(positions, axis=1)
+    if feed_length > num_draws:
+        positions = jnp.pad(positions, ((0, 0), (0, feed_length - num_draws)), constant_values=-1)
+    return positions, jnp.minimum(count, feed_length)
+
+
+def _complete_short(key, positions, count, need, logits_of, num_candidates: int):
+    """Finish the rankings whose draws gave fewer than `need` distinct candidates: ranks
+    count+1..K by Gumbel-top-K over the candidates not yet placed (the Plackett–Luce law of the
+    rest of a ranking given its prefix, whatever produced the prefix). Short sessions are
+    completed in batches, gathered by a while loop: of N/256 sessions for feeds of up to 32 ranks
+    (duplicates are rare) and of N/4 for longer ones (about a fifth of log-discount sessions
+    scroll past their first 32 ranks); usually one batch.
+
+    positions: i32[N, K] (-1 after count). count, need: i32[N]. logits_of(rows i32[B]) -> f32[B, k].
+    Returns i32[N, K].
+    """
+    n, K = positions.shape
+    size = min(n, max(64, n // (256 if K <= 32 else 4)))
+    rank = jnp.arange(K)[None, :]
+
+    def complete(state):
+        positions, short, batch = state
+        rows = jnp.nonzero(short, size=size, fill_value=n)[0]        # n marks an unused slot
+        safe = jnp.minimum(rows, n - 1)
+        prefix, placed = positions[safe], count[safe]
+        logits = logits_of(safe)
+        placed_at = jnp.where(prefix >= 0, prefix, num_candidates)              # -1: dropped below
+        taken = jnp.zeros(logits.shape, bool).at[jnp.arange(size)[:, None], placed_at].set(True, mode="drop")
+        noise = _gumbel(random_words(jax.random.fold_in(key, batch), logits.shape))
+        rest = jax.lax.top_k(jnp.where(taken, -jnp.inf, logits + noise), K)[1].astype(jnp.int32)
+        tail = jnp.take_along_axis(rest, jnp.maximum(rank - placed[:, None], 0), axis=1)
+        positions = positions.at[rows].set(jnp.where(rank < placed[:, None], prefix, tail), mode="drop")
+        return positions, short.at[rows].set(False, mode="drop"), batch + 1
+
+    state = (positions, count < need, jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(lambda state: jnp.any(state[1]), complete, state)[0]
+
+
+def _draw_ranking(key, accept, alias, rows, num_candidates: int, feed_length: int, need, logits_of):
+    """Plackett–Luce candidate positions by first appearances in i.i.d. draws from the
+    softmax (Luce's choice axiom: the first appearance among the remaining items follows the
+    softmax restricted to them), drawn in O(1) each from per-context alias tables (accept and
+    alias indexed by rows i32[N]; None for uniform weights). `_num_draws` draws per session;
+    sessions with fewer than need[n] distinct candidates are finished by `_complete_short`.
+    Returns i32[N, K] candidate positions, -1 after the distinct draws of sessions that needed
+    no completion."""
+    k_draw, k_rest = jax.random.split(key)
+    words = random_words(k_draw, (_num_draws(feed_length, num_candidates), rows.shape[0]))
+    if accept is None:
+        draws = _scaled_index(words, num_candidates)
+    else:
+        coin_bits = 33 - accept.shape[1].bit_length()
+        column = (words >> coin_bits).astype(jnp.int32)
+        coin = words & jnp.uint32((1 << coin_bits) - 1)
+        draws = jnp.where(coin < lookup(accept, rows[None, :], column), column, lookup(alias, rows[None, :], column))
+    positions, count = _first_appearances(draws, feed_length)
+    return _complete_short(k_rest, positions, count, need, logits_of, num_candidates)
+
+
+def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int,
+                     tables: "ContextTables | None" = None, need=None, fixed=None) -> jax.Array:
+    """The first `feed_length` of the ranked candidates (item ids).  i32[N, K].
+
+    tables: `context_tables` of the policy (Sort order, alias tables). need: i32[N] or None
+    (= K): only ranks 1..need[n] must be sampled; for rankers sampled by first appearances,
+    later ranks may hold -1. fixed: i32[k], the candidates when they are the same for every
+    context (positions then map to ids by a 1-D gather).
+    """
+    n, k = candidates.shape
+    num_draws = _num_draws(feed_length, k)
+    # by first appearances when the draws usually give every needed rank (else Gumbel-top-K)
+    draws = key is not None and num_draws is not None and (need is not None or num_draws >= feed_length)
+    need = jnp.full(n, feed_length, jnp.int32) if need is None else need
+
+    def to_items(positions):
+        safe = jnp.maximum(positions, 0)
+        items = fixed[safe] if fixed is not None else jnp.take_along_axis(candidates, safe, axis=1)
+        return jnp.where(positions >= 0, items, -1)
+
+    def candidates_of(rows):
+        return jnp.broadcast_to(fixed, (rows.shape[0], k)) if fixed is not None else candidates[rows]
+
     if isinstance(ranker, Sort):
-        if sorted_top is not None:
-            return sorted_top
+        if tables is not None and tables.sorted_top is not None:
+            return tables.sorted_top[contexts]
         perm = _sort_permutation(evaluate(ranker.scores, contexts, candidates), candidates)
         return jnp.take_along_axis(candidates, perm[:, :feed_length], axis=1)
     if isinstance(ranker, PlackettLuce):
-        logits = evaluate(ranker.scores, contexts, candidates) / ranker.temperature
-        perturbed = logits + jax.random.gumbel(key, candidates.shape)
+        def logits_of(rows):
+            return evaluate(ranker.scores, contexts[rows], candidates_of(rows)) / ranker.temperature
+        if draws and tables is not None and tables.accept is not None:
+            positions = _draw_ranking(key, tables.accept, tables.alias, contexts, k, feed_length, need, logits_of)
+            return to_items(positions)
+        perturbed = logits_of(jnp.arange(n)) + _gumbel(random_words(key, candidates.shape))
         return jnp.take_along_axis(candidates, jax.lax.top_k(perturbed, feed_length)[1], axis=1)
     if isinstance(ranker, EpsilonGreedy):
         k_coin, k_uniform, k_base = jax.random.split(key, 3)
         explore = jax.random.uniform(k_coin, contexts.shape) < ranker.epsilon
-        shuffle = jax.lax.top_k(jax.random.uniform(k_uniform, candidates.shape), feed_length)[1]
-        uniform = jnp.take_along_axis(candidates, shuffle, axis=1)
-        base = _rank_candidates(k_base, ranker.base, contexts, candidates, feed_length, sorted_top)
+        if draws:
+            positions = _draw_ranking(k_uniform, None, None, contexts, k, feed_length, need,
+                                      lambda rows: jnp.zeros((rows.shape[0], k)))
+            uniform = to_items(positions)
+        else:
+            shuffle = jax.lax.top_k(jax.random.uniform(k_uniform, candidates.shape), feed_length)[1]
+            uniform = jnp.take_along_axis(candidates, shuffle, axis=1)
+        base = _rank_candidates(k_base, ranker.base, contexts, candidates, feed_length, tables, need, fixed)
         return jnp.where(explore[:, None], uniform, base)
     raise TypeError(f"unknown ranker {type(ranker).__name__}")
 
 
 class ContextTables(NamedTuple):
     """Per-context parts of a policy's ranking that do not depend on chance: candidates i32[X, k]
-    (None for FixedCandidates, which are the same everywhere) and the top K of their Sort
-    order i32[X, K]. See `context_tables`."""
+    (None for FixedCandidates, which are read directly), the top K of their Sort order
+    i32[X, K] (None unless the base ranker is `Sort`), and for a Plackett–Luce base ranker the
+    alias tables of its softmax over the candidates, accept u32[X, W] and alias i32[X, W] with W
+    = `_alias_width(k)` (`_alias_tables`; None when its rankings are drawn by Gumbel-top-K). See
+    `context_tables`."""
     candidates: jax.Array | None
-    sorted_top: jax.Array
+    sorted_top: jax.Array | None
+    accept: jax.Array | None = None
+    alias: jax.Array | None = None
 
 
 @jax.jit
 def _tables_block(policy: Policy, contexts):
     candidates = sample_candidates(None, policy.generator, contexts)
-    sort = _base_ranker(policy.ranker)
-    return candidates, _rank_candidates(None, sort, contexts, candidates, policy.feed_length)
+    base = _base_ranker(policy.ranker)
+    if isinstance(base, Sort):
+        return candidates, _rank_candidates(None, base, contexts, candidates, policy.feed_length)
+    return candidates, evaluate(base.scores, contexts, candidates) / base.temperature
 
 
 def context_tables(policy: Policy, num_contexts: int, block_size: int = 1024) -> ContextTables | None:
-    """Precompute, for contexts 0..num_contexts-1, the candidates and Sort order of a policy whose
-    generator is deterministic (FixedCandidates, TopK) and whose base ranker is `Sort`, so that
-    sampling a session only draws the exploration; None for other policies. Memory O(X (k + K))."""
-    if isinstance(policy.generator, RandomSubset) or not is_exact(policy):
+    """Precompute, for contexts 0..num_contexts-1, what a policy with a deterministic generator
+    (FixedCandidates, TopK) ranks the same way every time: the candidates and their Sort order
+    for a `Sort` base ranker, the alias tables of the softmax for a `PlackettLuce` one (when
+    `_num_draws` allows sampling by first appearances), so that sampling a session only draws
+    its randomness. None for other policies. Memory O(X (k + K)) with Sort, O(X k) with PL."""
+    if isinstance(policy.generator, RandomSubset):
+        return None
+    base = _base_ranker(policy.ranker)
+    k = _num_candidates(policy.generator)
+    if isinstance(base, PlackettLuce) and _num_draws(policy.feed_length, k) is None:
         return None
     contexts = np.arange(check_int("num_contexts", num_contexts), dtype=np.int32)
     blocks = [_tables_block(policy, jnp.asarray(contexts[s:s + block_size]))
               for s in range(0, contexts.shape[0], block_size)]
-    keep = isinstance(policy.generator, TopK) and isinstance(policy.ranker, EpsilonGreedy)
-    return ContextTables(jnp.concatenate([b[0] for b in blocks]) if keep else None,
-                         jnp.concatenate([b[1] for b in blocks]))
+    candidates = jnp.concatenate([b[0] for b in blocks]) if isinstance(policy.generator, TopK) else None
+    second = np.concatenate([np.asarray(b[1]) for b in blocks])
+    if isinstance(base, Sort):
+        keep = isinstance(policy.ranker, EpsilonGreedy)
+        return ContextTables(candidates if keep else None, jnp.asarray(second))
+    accept, alias = _alias_tables(second.astype(np.float64))
+    return ContextTables(candidates, None, jnp.asarray(accept), jnp.asarray(alias))
 
 
 def sample_ranking(key: jax.Array | None, policy: Policy, contexts: jax.Array,
-                   tables: ContextTables | None = None) -> jax.Array:
+                   tables: ContextTables | None = None, depth: jax.Array | None = None) -> jax.Array:
     """The shown items in rank order for contexts i32[N].  Returns i32[N, K].
 
     `key` may be None for deterministic policies (`is_deterministic`). tables: the policy's
-    `context_tables`, to skip recomputing the deterministic parts."""
+    `context_tables`, to skip recomputing the deterministic parts and, for a Plackett–Luce
+    ranker, to draw its rankings by first appearances (`_draw_ranking`) instead of by
+    Gumbel-top-K (ε-greedy exploration is always drawn so when `_num_draws` allows; both ways
+    sample the same law). depth: i32[N], optional: only ranks 1..depth[n] are needed (e.g. the
+    session's scroll depth); with draws, ranks below may then hold -1."""
     if key is None:
         if not is_deterministic(policy):
             raise ValueError("sample_ranking needs a PRNG key for a stochastic policy")
@@ -358,8 +625,10 @@ def sample_ranking(key: jax.Array | None, policy: Policy, contexts: jax.Array,
         candidates = tables.candidates[contexts]
     else:
         candidates = sample_candidates(k_gen, policy.generator, contexts)
-    sorted_top = tables.sorted_top[contexts] if tables is not None else None
-    return _rank_candidates(k_rank, policy.ranker, contexts, candidates, policy.feed_length, sorted_top)
+    fixed = None                                     # one candidate set for every context
+    if isinstance(policy.generator, FixedCandidates) and jnp.ndim(policy.generator.items) == 1:
+        fixed = jnp.asarray(policy.generator.items, jnp.int32)
+    return _rank_candidates(k_rank, policy.ranker, contexts, candidates, policy.feed_length, tables, depth, fixed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -567,4 +836,4 @@ def exposure_of(table: jax.Array, contexts: jax.Array, items: jax.Array) -> jax.
     """Gather ε(x_n, a_nk) from an exposure table f32[X, A] for contexts i32[N] and items
     i32[N, K]; padded ids (-1) read 0.  Returns f32[N, K]."""
     safe = jnp.where(items >= 0, items, 0)
-    return jnp.where(items >= 0, table[contexts[:, None], safe], 0.0)
+    return jnp.where(items >= 0, lookup(table, contexts[:, None], safe), 0.0)

@@ -34,7 +34,7 @@ import numpy as np
 
 from simrec.feed._validate import check_int, check_probabilities, check_scalar, is_value
 from simrec.feed.policies import (ItemFn, Policy, context_tables, evaluate, exposure, exposure_of, num_items,
-                                  sample_ranking, table_values)
+                                  lookup, random_words, sample_ranking, table_values, uniform_from_words)
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
 __all__ = ["Scenario", "Log", "simulate", "satiated_quality", "concatenate", "depth",
@@ -136,33 +136,37 @@ def satiated_quality(quality: jax.Array, satiation) -> jax.Array:
 def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, counts, size: int):
     """One round of `size` independent sessions; returns (arrays, updated fatigue counts).
 
-    All uniforms but the ranking's come from one draw (fewer random-number graphs to compile):
-    per session 1 for the user, 1 for the depth, S·K for the rewards and K for cascade stops.
+    Uniforms come from 32-bit words (`random_words`): per session one for the user and one for
+    the depth, and S·K for the rewards (plus K for the stops of a `Cascade`), drawn in the
+    [signal, session, rank] layout of the rewards. The depth is drawn first, so that stochastic
+    rankers sample only the viewed ranks (`sample_ranking` with depth).
     """
-    k_uniform, k_rank = jax.random.split(key)
+    k_session, k_clicks, k_rank = jax.random.split(key, 3)
     K, S = policy.feed_length, len(scenario.quality)
-    uniform = jax.random.uniform(k_uniform, (size, 2 + (S + 1) * K))
+    cascade = isinstance(scenario.view, Cascade)
+    uniform = uniform_from_words(random_words(k_session, (2, size)))
+    chance = uniform_from_words(random_words(k_clicks, (S + cascade, size, K)))       # [S (+1), n, K]
     cdf = jnp.cumsum(scenario.activity)
-    users = jnp.minimum(jnp.searchsorted(cdf, uniform[:, 0] * cdf[-1], side="right"),
+    users = jnp.minimum(jnp.searchsorted(cdf, uniform[0] * cdf[-1], side="right"),
                         cdf.shape[0] - 1).astype(jnp.int32)
-    shown = sample_ranking(k_rank, policy, users, tables)
-    depth_ = depth_from_uniform(uniform[:, 1], scenario.view, K)
-    quality = jnp.stack([evaluate(q, users, shown) for q in scenario.quality])       # [S, n, K]
+    depth_ = depth_from_uniform(uniform[1], scenario.view, K)
+    shown = sample_ranking(k_rank, policy, users, tables, depth=depth_)
+    items = jnp.maximum(shown, 0)                   # -1 (not sampled) only below the depth
+    quality = jnp.stack([evaluate(q, users, items) for q in scenario.quality])       # [S, n, K]
     if scenario.satiation > 0:
         quality = satiated_quality(quality, scenario.satiation)
     if counts is not None:
-        seen = counts[users[:, None], shown]
+        seen = lookup(counts, users[:, None], items)
         quality = quality * jnp.where(seen > 0, jnp.exp(seen * jnp.log1p(-scenario.fatigue)), 1.0)
-    clicks = jnp.moveaxis(uniform[:, 2:2 + S * K].reshape(size, S, K), 1, 0) < quality
-    if isinstance(scenario.view, Cascade):
-        stops = clicks[scenario.view.stop_signal] & (uniform[:, 2 + S * K:] < scenario.view.stop_probability)
+    clicks = chance[:S] < quality
+    if cascade:
+        stops = clicks[scenario.view.stop_signal] & (chance[S] < scenario.view.stop_probability)
         stop_depth = jnp.where(jnp.any(stops, axis=1), jnp.argmax(stops, axis=1) + 1, K)
         depth_ = jnp.minimum(depth_, stop_depth).astype(jnp.int32)
     viewed = jnp.arange(K)[None, :] < depth_[:, None]
     if counts is not None:
-        counts = counts.at[users[:, None], shown].add(viewed.astype(counts.dtype))
-    out = dict(users=users, items=jnp.where(viewed, shown, -1), viewed=viewed,
-               rewards=jnp.moveaxis(clicks & viewed[None], 0, 1),
+        counts = counts.at[users[:, None], items].add(viewed.astype(counts.dtype))
+    out = dict(users=users, items=jnp.where(viewed, shown, -1), viewed=viewed, rewards=clicks & viewed[None],
                logging_exposure=exposure_of(exposure_table, users, shown) * viewed)
     return out, counts
 
@@ -174,8 +178,9 @@ def _chunk(key, scenario, policy, tables, exposure_table, counts, num_rounds: in
         return carry, out
 
     counts, outs = jax.lax.scan(step, counts, jax.random.split(key, num_rounds))
+    rewards = jnp.moveaxis(outs.pop("rewards"), 0, 1)                               # [S, rounds, size, K]
     outs = jax.tree.map(lambda x: x.reshape(num_rounds * round_size, *x.shape[2:]), outs)
-    outs["rewards"] = jnp.moveaxis(outs["rewards"], 1, 0)                          # [S, n, K]
+    outs["rewards"] = rewards.reshape(rewards.shape[0], num_rounds * round_size, -1)  # [S, n, K]
     return outs, counts
 
 

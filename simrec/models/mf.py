@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["MF", "init_mf", "scores", "pairwise_loss"]
+__all__ = ["MF", "init_mf", "scores", "pairwise_loss", "pair_rows_loss"]
 
 
 @jax.tree_util.register_dataclass
@@ -83,10 +83,17 @@ def pairwise_loss(params: MF, users: jax.Array, positives: jax.Array, negatives:
     active: bool[B] (pairs that take a step); l2: f32[] = λ. The sum over the batch means one SGD
     step with rate η equals B per-pair SGD steps of rate η taken at the same parameters.
     """
-    user = params.user[users]
-    positive, negative = params.item[positives], params.item[negatives]
-    margin = (jnp.sum(user * (negative - positive), axis=-1)
-              + params.item_bias[negatives] - params.item_bias[positives] + 1.0)
+    return pair_rows_loss(params.user[users], params.item[positives], params.item[negatives],
+                          params.item_bias[positives], params.item_bias[negatives], weights, active,
+                          l2)
+
+
+def pair_rows_loss(user: jax.Array, positive: jax.Array, negative: jax.Array,
+                   positive_bias: jax.Array, negative_bias: jax.Array, weights: jax.Array,
+                   active: jax.Array, l2: jax.Array) -> jax.Array:
+    """`pairwise_loss` on the rows of the batch: user, positive, negative: f32[B, k] (θ_{u_b},
+    θ_{i⁺_b}, θ_{n_b}); positive_bias, negative_bias: f32[B]. Returns f32[]."""
+    margin = jnp.sum(user * (negative - positive), axis=-1) + negative_bias - positive_bias + 1.0
     ranking = jax.lax.stop_gradient(weights) * jnp.maximum(margin, 0.0)
     norms = jnp.sum(user**2 + positive**2 + negative**2, axis=-1)
     return jnp.sum(ranking + 0.5 * l2 * jnp.where(active, norms, 0.0))

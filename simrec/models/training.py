@@ -1,10 +1,20 @@
-"""Stochastic training of MF-ADG (OPT-ADG) and MF-AUC: one jitted `fori_loop` per epoch.
+"""Stochastic training of MF-ADG (OPT-ADG) and MF-AUC: one jitted `fori_loop` per epoch, row-sparse steps.
 
 A step samples `batch_size` pairs (u, i⁺) (u uniform over users with positives, i⁺ uniform in
 O⁺ᵤ; Lim Alg. 1 line 2), draws one negative per pair with the model's rule, and applies the
 optax `optimizer` to the gradient of `simrec.models.mf.pairwise_loss`: the sum over the batch of
 the weighted hinge plus (λ/2)(‖θᵤ‖² + ‖θᵢ⁺‖² + ‖θₙ‖²) for every pair that takes a step. An epoch
 is ⌈nnz(train)/batch_size⌉ steps, i.e. about one sampled pair per training positive.
+
+The step is row-sparse (`sparse_step`): the loss only involves the rows of the batch's users and
+items, so the step gathers those rows, differentiates the loss with respect to them, sums the
+gradients of a row that occurs several times, runs the optimizer on the gathered rows and their
+gathered optimizer state, and scatters both back. Its cost is O(batch_size · k), independent of
+|U| and |I|. For element-wise optimizers whose update of a row with zero gradient is zero and
+leaves its state unchanged (SGD, Adagrad, RMSProp) this is exactly the dense step on the full
+tables; with momentum or Adam it is their "lazy" variant (rows not in the batch neither move nor
+decay their moments), and transforms that look across rows (e.g. global-norm clipping) would see
+repeated rows more than once.
 """
 from __future__ import annotations
 
@@ -18,38 +28,113 @@ import optax
 
 from simrec.models import mf_auc, opt_adg
 from simrec.models.data import PositiveSets, as_positive_csr, positive_sets, sample_pairs
-from simrec.models.mf import MF, init_mf, pairwise_loss
+from simrec.models.mf import MF, init_mf, pair_rows_loss
 
-__all__ = ["train", "train_epoch"]
+__all__ = ["train", "train_epoch", "sparse_step"]
 
 _NEGATIVE_RULES = {opt_adg.OptADG: opt_adg.draw_negatives, mf_auc.MFAUC: mf_auc.draw_negatives}
 
 
-@functools.partial(jax.jit, static_argnames=("optimizer", "batch_size"))
+def _is_table(node) -> bool:
+    return isinstance(node, MF)
+
+
+def _rows(tree, users: jax.Array, items: jax.Array):
+    """Every `MF` in `tree` (the parameters, the optimizer state's per-parameter tables) restricted
+    to the rows `users` and `items` (repeats allowed); other leaves (e.g. Adam's count) as they are."""
+    def take(node):
+        if not _is_table(node):
+            return node
+        return MF(user=node.user[users], item=node.item[items], item_bias=node.item_bias[items])
+    return jax.tree.map(take, tree, is_leaf=_is_table)
+
+
+def _put(tree, users: jax.Array, items: jax.Array, values):
+    """`tree` with the rows `users` / `items` of every `MF` set to the rows of the matching `MF` in
+    `values` (repeated rows must carry equal values); other leaves are taken from `values`."""
+    def put(node, value):
+        if not _is_table(node):
+            return value
+        return MF(user=node.user.at[users].set(value.user), item=node.item.at[items].set(value.item),
+                  item_bias=node.item_bias.at[items].set(value.item_bias))
+    return jax.tree.map(put, tree, values, is_leaf=_is_table)
+
+
+def _row_totals(owner: jax.Array, stamp: jax.Array, rows: jax.Array, grads: jax.Array):
+    """Sum the gradients of repeated rows: every occurrence gets the total of its row.
+
+    owner: i32[R] (one entry per table row, all < stamp); rows: i32[n]; grads: f32[n, ...].
+    Each row's occurrences agree on a representative, the last of them, by a scatter-max of
+    stamp + position into `owner` (so `owner` never needs clearing: later stamps are larger).
+    Returns (owner, f32[n, ...] totals).
+    """
+    n = rows.shape[0]
+    owner = owner.at[rows].max(stamp + jnp.arange(n, dtype=owner.dtype))
+    representative = owner[rows] - stamp
+    sums = jnp.zeros_like(grads).at[representative].add(grads)
+    return owner, sums[representative]
+
+
+def sparse_step(optimizer: optax.GradientTransformation, params: MF, opt_state,
+                owners: tuple[jax.Array, jax.Array], stamp: jax.Array, users: jax.Array,
+                positives: jax.Array, negatives: jax.Array, weights: jax.Array, active: jax.Array,
+                l2: jax.Array):
+    """One optimizer step on `pairwise_loss`, touching only the rows the batch uses.
+
+    users, positives, negatives: i32[B]; weights: f32[B]; active: bool[B]; l2: f32[]. The step
+    gathers the B user rows and 2B item rows of the batch, differentiates the loss with respect
+    to them, gives every occurrence of a row the sum of that row's gradients (as in the dense
+    step), runs the optimizer on the gathered rows and their gathered state and writes both back
+    (repeated rows write equal values). owners: (i32[U], i32[I]) bookkeeping for `_row_totals`,
+    all entries < stamp: i32[], which must grow by at least 2B per step. O(B·k) work.
+    Returns (params, opt_state, owners, loss).
+    """
+    batch = users.shape[0]
+    items = jnp.concatenate([positives, negatives])
+    local = _rows(params, users, items)
+    rows_loss = lambda rows: pair_rows_loss(rows.user, rows.item[:batch], rows.item[batch:],
+                                            rows.item_bias[:batch], rows.item_bias[batch:],
+                                            weights, active, l2)
+    loss, grads = jax.value_and_grad(rows_loss)(local)
+    user_owner, user_grad = _row_totals(owners[0], stamp, users, grads.user)
+    item_owner, item_grad = _row_totals(owners[1], stamp, items,
+                                        jnp.concatenate([grads.item, grads.item_bias[:, None]], 1))
+    grads = MF(user=user_grad, item=item_grad[:, :-1], item_bias=item_grad[:, -1])
+    updates, local_state = optimizer.update(grads, _rows(opt_state, users, items), local)
+    return (_put(params, users, items, optax.apply_updates(local, updates)),
+            _put(opt_state, users, items, local_state), (user_owner, item_owner), loss)
+
+
+@functools.partial(jax.jit, static_argnames=("optimizer", "batch_size", "sampler"))
 def train_epoch(key: jax.Array, spec, params: MF, opt_state, sets: PositiveSets, l2: jax.Array,
-                steps: jax.Array, *, optimizer: optax.GradientTransformation, batch_size: int):
+                steps: jax.Array, *, optimizer: optax.GradientTransformation, batch_size: int,
+                sampler: Callable = sample_pairs):
     """`steps` training steps of `spec` (an `OptADG` or `MFAUC`); step s uses `fold_in(key, s)`.
 
-    steps is traced (i32[]), so one compilation serves any number of steps. Returns (params,
-    opt_state, mean_loss: f32[] per sampled pair, step_share: f32[]), where step_share is the
-    share of sampled pairs that took a step (for OPT-ADG: that found a violator).
+    steps is traced (i32[]), so one compilation serves any number of steps; the whole epoch is one
+    XLA loop without host round-trips. Each step draws `sampler(key, sets, batch_size) -> (users,
+    positives)` (default Lim's `sample_pairs`; another rule is for ablations only) and takes a
+    `sparse_step`. Returns (params, opt_state, mean_loss: f32[] per sampled pair, step_share:
+    f32[]), where step_share is the share of sampled pairs that took a step (for OPT-ADG: that
+    found a violator).
     """
     draw_negatives = _NEGATIVE_RULES[type(spec)]
 
     def step(index, carry):
-        params, opt_state, loss_sum, active_sum = carry
+        params, opt_state, owners, loss_sum, active_sum = carry
         pair_key, negative_key = jax.random.split(jax.random.fold_in(key, index))
-        users, positives = sample_pairs(pair_key, sets, batch_size)
+        users, positives = sampler(pair_key, sets, batch_size)
         negatives, weights, active = draw_negatives(negative_key, spec, params, sets, users, positives)
-        loss, grads = jax.value_and_grad(pairwise_loss)(params, users, positives, negatives, weights,
-                                                        active, l2)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state, loss_sum + loss,
-                active_sum + jnp.sum(active))
+        params, opt_state, owners, loss = sparse_step(
+            optimizer, params, opt_state, owners, index * (2 * batch_size), users, positives,
+            negatives, weights, active, l2)
+        return params, opt_state, owners, loss_sum + loss, active_sum + jnp.sum(active)
 
     zero = jnp.zeros((), jnp.float32)
-    params, opt_state, loss_sum, active_sum = jax.lax.fori_loop(
-        0, steps, step, (params, opt_state, zero, zero))
+    owners = (jnp.full(params.user.shape[:1], -1, jnp.int32),
+              jnp.full(params.item.shape[:1], -1, jnp.int32))
+    params, opt_state, _, loss_sum, active_sum = jax.lax.fori_loop(
+        0, steps, step, (params, opt_state, owners, zero, zero))
     pairs = jnp.maximum(steps, 1) * batch_size
     return params, opt_state, loss_sum / pairs, active_sum / pairs
 
@@ -63,10 +148,10 @@ def train(key: jax.Array, model_spec, train_matrix, *, epochs: int, batch_size: 
     `init_mf(split(key)[0], U, I, spec.dim, spec.init_scale)`, so both models start from the same
     point for the same key and dim (epochs=0 returns that point); epoch e uses
     `fold_in(split(key)[1], e)`. Same key => identical parameters. `optimizer` is any optax
-    transformation (e.g. `optax.sgd(0.05)`, `optax.adagrad(0.1)`), applied to the dense gradient
-    of the step's loss; pass the same object to reuse the compiled epoch. `callback(epoch, params,
-    {"loss": per-pair mean loss, "step_share": share of pairs that took a step})` runs on the
-    host after each epoch. Returns MF.
+    transformation (e.g. `optax.sgd(0.05)`, `optax.adagrad(0.1)`), applied row-sparsely to the
+    gradient of the step's loss (see the module docstring); pass the same object to reuse the
+    compiled epoch. `callback(epoch, params, {"loss": per-pair mean loss, "step_share": share of
+    pairs that took a step})` runs on the host after each epoch. Returns MF.
     """
     if type(model_spec) not in _NEGATIVE_RULES:
         raise ValueError(f"model_spec must be one of {[t.__name__ for t in _NEGATIVE_RULES]}, "

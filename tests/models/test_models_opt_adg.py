@@ -2,7 +2,7 @@
 
 Searches and steps run on the planted world of conftest.py, with the MF-ADG trained there.
 """
-import functools
+import dataclasses
 import math
 
 import jax
@@ -12,7 +12,7 @@ import pytest
 
 from simrec.models.data import positive_sets, sample_pairs
 from simrec.models.mf import pairwise_loss
-from simrec.models.opt_adg import (OptADG, find_violators, max_draws, negative_chunk, rank_cost,
+from simrec.models.opt_adg import (OptADG, find_violators, max_draws, pair_streams, rank_cost,
                                    violator_weight)
 from simrec.models.training import train_epoch
 
@@ -43,23 +43,18 @@ def _alg1(params, user, positive, draws, gamma):
             return None, 0, 0.0
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _streams(key, positives, spec, n_items, length):
-    """The first `length` (or more) draws of every pair, as defined by `negative_chunk`."""
-    chunks = jnp.arange(-(-length // spec.chunk_size))
-    per_pair = jax.vmap(jax.vmap(negative_chunk, (None, None, 0, None, None, None)),
-                        (None, 0, None, 0, None, None))
-    draws = per_pair(key, jnp.arange(positives.shape[0]), chunks, positives, n_items, spec.chunk_size)
-    return draws.reshape(positives.shape[0], -1)
-
-
-def test_search_matches_loop_based_alg1(world, mf_adg):
+@pytest.mark.parametrize("layout", [{}, {"chunk_size": 16, "search_width": 1}],
+                         ids=["chunks 4-4-2, blocks of 16", "one pass, own streams"])
+def test_search_matches_loop_based_alg1(world, mf_adg, layout):
     """Same draws => same violator, same n (draws including it) and same weight as a literal Alg. 1.
 
-    world.adg_spec: 10 draws at most, cut into chunks of 4 (the last one partial), 16 of the 100 pairs
-    searched at a time; the trained model leaves some pairs without a violator.
+    world.adg_spec: 10 draws at most, cut into chunks of 4 (the last one partial, so the search
+    loops), blocks of 16 of the 100 pairs (the last one padded) share a stream that each pair
+    reads in its own order; or all 10 draws in one pass with a stream per pair. The trained model
+    leaves some pairs without a violator.
     """
-    spec, batch, key, n_items = world.adg_spec, 100, jax.random.key(7), world.n_items
+    spec = dataclasses.replace(world.adg_spec, **layout)
+    batch, key, n_items = 100, jax.random.key(7), world.n_items
     rng = np.random.default_rng(1)
     users = rng.integers(0, world.n_users, batch)
     positives = np.array([rng.choice(world.train[u].indices) for u in users])
@@ -67,7 +62,9 @@ def test_search_matches_loop_based_alg1(world, mf_adg):
                                                                 jnp.asarray(positives)))
     weights = np.asarray(violator_weight(np.maximum(n_draws, 1), n_items))
     cap = math.ceil((n_items - 1) / spec.gamma)
-    streams = np.asarray(_streams(key, jnp.asarray(positives), spec, n_items, cap))
+    streams = np.asarray(jax.jit(pair_streams, static_argnums=(1, 3))(key, spec, jnp.asarray(positives),
+                                                                      n_items))
+    assert streams.shape == (batch, cap)
     outcomes = []
     for b in range(batch):
         violator, n, weight = _alg1(mf_adg, users[b], positives[b], streams[b], spec.gamma)
@@ -79,7 +76,35 @@ def test_search_matches_loop_based_alg1(world, mf_adg):
     outcomes = np.array(outcomes)
     # the batch exercises immediate hits, hits past the first chunk and pairs without a violator
     assert np.any(outcomes == 1) and np.any(outcomes == -1)
-    assert np.any(outcomes > spec.chunk_size)
+    assert np.any(outcomes > 4)
+
+
+def test_pair_streams_are_iid_uniform_on_the_other_items():
+    """Every pair reads draws uniform on I∖{i⁺} (all positions pooled per positive), consecutive
+    draws are independent (equal with probability 1/(|I|-1)), and the pairs of one block read
+    re-orderings of one stream. 7 items, γ = 1: 6 draws in chunks of 4 and 2; blocks of 8 of 24
+    pairs. Bounds: 4 standard errors of binomial counts."""
+    n_items, batch, reps = 7, 24, 1500
+    spec = OptADG(dim=2, gamma=1.0, chunk_size=4, search_width=8)
+    positives = jnp.asarray(np.arange(batch) % n_items, jnp.int32)
+    streams = jax.jit(jax.vmap(pair_streams, (0, None, None, None)), static_argnums=(1, 3))(
+        jax.random.split(jax.random.key(5), reps), spec, positives, n_items)
+    streams, positives = np.asarray(streams), np.asarray(positives)       # [reps, B, 6], [B]
+    assert streams.shape == (reps, batch, max_draws(n_items, spec.gamma))
+    for positive in range(n_items):
+        draws = streams[:, positives == positive].ravel()
+        counts = np.bincount(draws, minlength=n_items)
+        assert counts[positive] == 0
+        p = 1 / (n_items - 1)
+        assert np.all(np.abs(np.delete(counts, positive) - draws.size * p)
+                      <= 4 * np.sqrt(draws.size * p * (1 - p)))
+    repeats = (streams[:, :, 1:] == streams[:, :, :-1]).ravel()
+    p = 1 / (n_items - 1)
+    assert abs(repeats.mean() - p) <= 4 * np.sqrt(p * (1 - p) / repeats.size)
+    same = jnp.zeros(batch, jnp.int32)            # one positive: rows of a block are permutations
+    rows = np.sort(np.asarray(jax.jit(pair_streams, static_argnums=(1, 3))(
+        jax.random.key(6), spec, same, n_items)), axis=1).reshape(3, 8, -1)
+    assert np.all(rows == rows[:, :1]) and not np.all(rows == rows[:1])
 
 
 @pytest.mark.parametrize("n_items, gamma", [(2, 1.0), (200, 4.0), (200, 300.0), (101, 100.0),

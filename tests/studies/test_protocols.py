@@ -1,6 +1,7 @@
 """The protocols study (Steck RecSys'13 Table 1) at its smoke preset, its MNAR rating simulator
 (star shares and per-star observation rates against their configured values, 4-SE tolerance) and
-its winner bookkeeping against a brute-force count."""
+its winner bookkeeping against a brute-force count, the item-exposure observation model and
+the graded-nDCG gains (test ratings kept, unrated items imputed)."""
 import dataclasses
 import itertools
 import json
@@ -9,6 +10,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 
 from simrec import runner
 from studies import protocols
@@ -35,13 +37,20 @@ def test_smoke_outputs_and_winners(smoke_run):
     rmse = table[table.metric == "RMSE"].iloc[0]
     assert rmse.winner == ("MF-RMSE" if rmse["MF-RMSE"] < rmse["AllRank"] else "AllRank")
     claim = pd.read_csv(smoke_run / "table_claim.csv")
-    wide = ranking.pivot(index="metric", columns="protocol", values="winner")
+    part = ranking[ranking.data == "simulated"]
+    wide = part.pivot(index="metric", columns="protocol", values="winner")[list(protocols.OFFLINE)]
     across_protocols = [a != b for m in wide.index
                         for a, b in itertools.combinations(wide.loc[m], 2)]
     across_metrics = [a != b for p in wide.columns for a, b in itertools.combinations(wide[p], 2)]
-    row = claim.iloc[0]
+    row = claim.set_index("data").loc["simulated"]
     assert row["P(winner differs | two protocols, same metric)"] == pytest.approx(np.mean(across_protocols))
     assert row["P(winner differs | two metrics, same protocol)"] == pytest.approx(np.mean(across_metrics))
+    truth = part.pivot(index="metric", columns="protocol", values="winner")["complete ratings"]
+    for protocol in protocols.OFFLINE:
+        assert row[f"names true winner {protocol}"] == pytest.approx(np.mean(wide[protocol] == truth))
+    graded = set(protocols.PRESETS["smoke"].graded_specs)
+    assert graded <= set(ranking.metric)
+    assert set(table.data) == {"simulated", protocols.EXPOSURE_CELL}
 
 
 def test_simulated_ratings_follow_the_configured_shares_and_mnar_rates():
@@ -59,15 +68,49 @@ def test_simulated_ratings_follow_the_configured_shares_and_mnar_rates():
         assert abs(rate - p) <= 4 * se
 
 
+def test_item_exposure_scales_the_observation_rates():
+    """P(observed | r, i) = min(p_r e_i, 1): observed counts per star match their expectation."""
+    config = protocols.PRESETS["smoke"]
+    key = jax.random.key(0)
+    stars, observed = protocols._simulated_ratings(key, config, 1.0)
+    exposure = protocols._item_exposure(key, stars.shape[1], 1.0)
+    probability = np.minimum(np.array(config.observe_probability)[stars.astype(int) - 1]
+                             * exposure[None, :], 1)
+    seen = observed.toarray() > 0
+    for r in range(1, 6):
+        pool = stars == r
+        expected, variance = probability[pool].sum(), (probability * (1 - probability))[pool].sum()
+        assert abs(seen[pool].sum() - expected) <= 4 * np.sqrt(variance)
+    plain_stars, _ = protocols._simulated_ratings(key, config)
+    np.testing.assert_array_equal(stars, plain_stars)                  # same world, same stars
+
+
+def test_graded_gains_impute_unrated_items_and_keep_test_ratings():
+    config = protocols.PRESETS["smoke"]
+    test = sp.csr_matrix(np.array([[0, 5, 0, 3], [1, 0, 0, 0]], np.float64))
+    train_mask = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 1, 0]], bool))
+    settings = protocols._graded_settings(config, train_mask, test, None)
+    _, _, gains = settings["a2 unrated items"]
+    np.testing.assert_array_equal(gains, [[2, 5, 2, 3], [1, 2, 2, 2]])   # linear gain, Y0 = 2
+    relevant, exclude, _ = settings["b rated test items"]
+    np.testing.assert_array_equal(relevant.toarray(), test.toarray() > 0)
+    np.testing.assert_array_equal(exclude, test.toarray() == 0)
+    exponential = dataclasses.replace(config, graded_gain="exponential")
+    _, _, gains = protocols._graded_settings(exponential, train_mask, test, None)["a1 all items"]
+    np.testing.assert_array_equal(gains[0], [3, 31, 3, 7])
+
+
 def test_real_data_cell_only_when_the_file_exists():
     config = dataclasses.replace(protocols.PRESETS["default"], ratings_file="no/such.csv")
-    assert protocols.cells(config) == [{"data": "simulated"}]
+    assert protocols.cells(config) == [{"data": "simulated"}, {"data": protocols.EXPOSURE_CELL}]
+    assert protocols.cells(dataclasses.replace(config, exposure_sigma=0.0)) == [{"data": "simulated"}]
 
 
 @pytest.mark.parametrize("overrides", [{"star_shares": (0.5, 0.5, 0.1, 0.1, 0.1)},
                                        {"observe_probability": (0.0, 0.1, 0.1, 0.1, 0.1)},
                                        {"test_fraction": 0.0}, {"missing_weight": 0.0},
-                                       {"dim": 0}])
+                                       {"dim": 0}, {"exposure_sigma": -1.0},
+                                       {"graded_gain": "quadratic"}, {"graded_imputed": np.nan}])
 def test_config_rejects_bad_values(overrides):
     with pytest.raises(ValueError):
         dataclasses.replace(protocols.PRESETS["default"], **overrides)

@@ -1,0 +1,194 @@
+"""The correlation study (Jeunen et al. KDD'24 Table 2) and its scenarios at the smoke preset:
+output structure, p-values, the m = 1 identity, pnDCG, Pearson against scipy, and byte-identical
+tables when a run is repeated from its cell cache."""
+import dataclasses
+import json
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+
+from simrec import feed, ope, runner, stats
+from studies import correlation, scenarios
+
+CONFIG = correlation.PRESETS["smoke"]
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """The smoke preset run twice with one cell cache: the second run reads every cell back."""
+    cache = tmp_path_factory.mktemp("cache")
+    first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
+    summaries = [runner.run(correlation.STUDY, CONFIG, seed=0, out=out, preset="smoke", cache_dir=cache,
+                            progress=False) for out in (first, second)]
+    return first, second, summaries
+
+
+@pytest.fixture(scope="module")
+def smoke_day():
+    """One level-2 day of the smoke platform: its log, policies and exposures under the learnt pbm."""
+    sc = CONFIG.scenario
+    platform = scenarios.platform(jax.random.key(0), sc, 0)
+    today = scenarios.day(platform, "level2", 3)
+    logger, target = scenarios.logging_policy(platform, "level2"), scenarios.target_policy(platform, "level2")
+    log = feed.simulate(jax.random.key(1), today.scenario, logger, 1024,
+                        logging_exposure=scenarios.logging_exposure(today.scenario, logger))
+    pbm = feed.fit_view_model(log.viewed)
+    e0, et = correlation._exposures(log, (logger, target), pbm, sc.world.n_users)
+    return platform, today, log, pbm, np.asarray(e0), np.asarray(et)
+
+
+def test_smoke_writes_table2_spread_figures_and_manifest(smoke_runs):
+    out, _, (summary, _) = smoke_runs
+    for name in ("table_2", "table_2_long", "table_2_single_week", "table_2_exact_online", "table_2_paper",
+                 "table_spread", "table_claims", "table_mechanism", "table_mechanism_bins", "table_daily"):
+        for ext in ("csv", "md", "tex"):
+            assert (out / f"{name}.{ext}").exists(), name
+    for fig in ("fig_days", "fig_spread", "fig_mechanism"):
+        assert (out / f"{fig}.png").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["study"] == "correlation" and manifest["preset"] == "smoke"
+    assert summary.cells_total == CONFIG.replications * CONFIG.long_days
+    table = pd.read_csv(out / "table_2.csv")
+    assert list(table.estimator) == list(correlation.ESTIMATORS.values())
+    assert table.shape[1] == 1 + len(scenarios.LEVELS) * len(scenarios.SIGNALS) * len(correlation.POLICIES)
+    assert all(sum("**" in str(v) for v in table[c]) >= 1 for c in table.columns[1:])     # a best per column
+    daily = pd.read_csv(out / "table_daily.csv")
+    assert len(daily) == summary.cells_total * 2 * 2 * 2        # levels x signals x policies per cell
+    readme = (out / "README.md").read_text()
+    for claim in ("(a)", "(b)", "(c)", "Mechanism"):
+        assert claim in readme
+
+
+def test_p_values_in_unit_interval_and_spread_counts_experiments(smoke_runs):
+    out, _, _ = smoke_runs
+    daily = pd.read_csv(out / "table_daily.csv")
+    corr = correlation.correlations(daily, CONFIG.scenario.days)
+    finite = corr.dropna()
+    assert len(finite) > 0.9 * len(corr)
+    assert finite.p.between(0, 1).all() and finite.r.between(-1, 1).all()
+    weeks = CONFIG.replications * (CONFIG.long_days // CONFIG.scenario.days)
+    spread = pd.read_csv(out / "table_spread.csv")
+    assert set(spread[spread.variant == "week"].experiments) <= set(range(weeks + 1))
+    assert spread[spread.variant == "long"].experiments.max() == CONFIG.replications
+    assert spread["share_p<0.05"].between(0, 1).all()
+
+
+def test_pearson_matches_scipy_on_the_daily_series(smoke_runs):
+    out, _, _ = smoke_runs
+    daily = pd.read_csv(out / "table_daily.csv")
+    part = daily[(daily.replication == 0) & (daily.level == "level1") & (daily.signal == "watch")
+                 & (daily.policy == "Rt")].sort_values("day")
+    for key in ("dcg_pbm_q", "dcg_log_c", "ndcg_skip"):
+        r, p = stats.pearson(part[key].to_numpy(), part.online_ab.to_numpy())
+        want = scipy.stats.pearsonr(part[key].to_numpy(), part.online_ab.to_numpy())
+        assert r == pytest.approx(want.statistic, abs=1e-12) and p == pytest.approx(want.pvalue, rel=1e-9)
+    corr = correlation.correlations(daily, CONFIG.scenario.days)
+    long = corr[(corr.variant == "long") & (corr.replication == 0) & (corr.level == "level1")
+                & (corr.signal == "watch") & (corr.policy == "Rt") & (corr.estimator == "dcg_pbm_q")]
+    assert float(long.r.iloc[0]) == pytest.approx(
+        scipy.stats.pearsonr(part.dcg_pbm_q, part.online_ab).statistic, abs=1e-12)
+
+
+def test_rerun_from_cache_gives_identical_tables(smoke_runs):
+    first, second, (_, again) = smoke_runs
+    assert again.cells_computed == 0
+    for name in sorted(p.name for p in first.glob("table_*")):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_dcg_at_m1_is_the_raw_label_estimate(smoke_day):
+    """m = 1 clips every inverse propensity to 1 (ε₀ <= 1): DCG = mean_τ Σ c · ε, no IPS at all."""
+    _, _, log, _, e0, et = smoke_day
+    viewed, clicks = np.asarray(log.viewed), np.asarray(log.rewards[1], np.float64)
+    raw = np.where(viewed, clicks * et, 0.0).sum(axis=1)
+    np.testing.assert_allclose(ope.trajectory_dcg(log.rewards[1], e0, et, log.viewed, 1.0), raw,
+                               rtol=1e-5, atol=1e-7)
+    sweep = ope.dcg_sweep(log.rewards[1], e0, et, log.viewed, [1.0, 200.0])
+    assert sweep.value[0] == pytest.approx(raw.mean(), rel=1e-5)
+    assert sweep.value[1] > sweep.value[0]            # IPS weights >= 1 on viewed clicks
+
+
+def test_pndcg_is_the_libraries_post_normalised_dcg(smoke_day):
+    _, _, log, pbm, e0, et = smoke_day
+    clip = CONFIG.scenario.level2.clip
+    discount = feed.view_probability(pbm, CONFIG.scenario.level2.feed_length)
+    dcg = ope.dcg_sweep(log.rewards[0], e0, et, log.viewed, clip).value
+    idcg = ope.mean_estimate(ope.ideal_dcg(log.rewards[0], e0, log.viewed, discount, clip)).value
+    want = ope.post_normalised_dcg(log.rewards[0], e0, et, log.viewed, discount, clip).value
+    assert dcg / idcg == pytest.approx(float(want), rel=1e-5)
+
+
+def test_logging_exposure_supports_the_target(smoke_day):
+    """Asm. 5: the epsilon-greedy logger exposes every candidate, so every target item is covered;
+    the logged propensities are the true-view exposures of the shown items."""
+    platform, today, log, _, _, _ = smoke_day
+    logger = scenarios.logging_policy(platform, "level2")
+    table = np.asarray(scenarios.logging_exposure(today.scenario, logger))
+    candidates = np.asarray(platform.candidates["level2"].items)
+    rows = np.arange(candidates.shape[0])[:, None]
+    assert np.all(table[rows, candidates] > 0)
+    target = np.asarray(feed.exposure(None, scenarios.target_policy(platform, "level2", "oracle@1"),
+                                      today.scenario.view, np.arange(table.shape[0])).mean)
+    assert np.all(ope.support_loss(table, target) == 0)
+    viewed = np.asarray(log.viewed)
+    shown = np.asarray(log.items)
+    np.testing.assert_allclose(np.asarray(log.logging_exposure)[viewed],
+                               table[np.asarray(log.users)[:, None].repeat(shown.shape[1], 1)[viewed], shown[viewed]],
+                               rtol=1e-6)
+
+
+def test_days_are_reproducible_and_drift(smoke_day):
+    platform, today, _, _, _, _ = smoke_day
+    again = scenarios.day(platform, "level2", 3)
+    other = scenarios.day(platform, "level2", 4)
+    q = [np.asarray(d.scenario.quality[1].params) for d in (today, again, other)]
+    np.testing.assert_array_equal(q[0], q[1])
+    assert not np.allclose(q[0], q[2])
+    assert (today.session, today.engagement) == scenarios.day_factors(platform, 3)
+    # level 1 sees the same day factors; the levels' views differ as configured
+    level1 = scenarios.day(platform, "level1", 3)
+    assert (level1.session, level1.engagement) == (today.session, today.engagement)
+    assert isinstance(today.scenario.view, feed.Cascade) and isinstance(level1.scenario.view, feed.ScrollBudget)
+
+
+@pytest.mark.parametrize("change, field", [
+    (dict(long_days=2), "long_days"), (dict(replications=0), "replications"),
+    (dict(platforms=3), "platforms"),
+    (dict(scenario=dataclasses.replace(CONFIG.scenario, days=2)), "scenario.days"),
+])
+def test_config_validation_names_the_field(change, field):
+    with pytest.raises(runner.ConfigError, match=field):
+        dataclasses.replace(CONFIG, **change)
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: scenarios.LevelConfig(view="log"), "level.view"),
+    (lambda: scenarios.LevelConfig(view_parameter=0.9), "level.view_parameter"),
+    (lambda: scenarios.LevelConfig(view="exponential", view_parameter=1.5), "level.view_parameter"),
+    (lambda: scenarios.LevelConfig(feed_length=500), "level.feed_length"),
+    (lambda: scenarios.LevelConfig(clip=0.5), "level.clip"),
+    (lambda: scenarios.LevelConfig(epsilon=2.0), "level.epsilon"),
+    (lambda: scenarios.DriftConfig(session=-1.0), "drift.session"),
+    (lambda: scenarios.RankerConfig(r0_method="svd"), "rankers.r0_method"),
+    (lambda: scenarios.ScenarioConfig(log_sessions=1), "scenario.log_sessions"),
+    (lambda: dataclasses.replace(CONFIG.scenario, level1=scenarios.LevelConfig(candidates=500, feed_length=10)),
+     "scenario.level1.candidates"),
+])
+def test_scenario_validation_names_the_field(make, field):
+    with pytest.raises(runner.ConfigError, match=field):
+        make()
+
+
+def test_ranker_names(smoke_day):
+    platform = smoke_day[0]
+    assert scenarios.ranker(platform, "oracle@1") is scenarios.ranker(platform, "oracle@1.0#0")
+    assert scenarios.noisy_oracle(platform, 1.0) is scenarios.ranker(platform, "oracle@1")
+    exact = np.asarray(scenarios.ranker(platform, "oracle").params)
+    noisy = np.asarray(scenarios.ranker(platform, "oracle@2#1").params)
+    assert np.std(noisy - exact) == pytest.approx(2.0, rel=0.02)    # 30k N(0, 4) draws: 4 SE of the sd = 1.6 %
+    for bad in ("oracle2", "oracle@-1", "oracle@1#x", "mf"):
+        with pytest.raises(ValueError, match="ranker"):
+            scenarios.ranker(platform, bad)
