@@ -19,11 +19,15 @@ Kinds of settings:
   H₀: V(R_t) <= V(R₀) at p < `ab_alpha` (the paper's p << 0.001; Holm-adjusted p-values are
   reported too); the others are listed as failed and left out of the rates;
 * harmful — intended worse; kept if the exact difference is < 0;
-* A/A — R_t = R₀ itself (Δ_τ ≡ 0 on R₀'s own log: a check of the pipeline).
+* A/A — R_t = R₀ itself (Δ_τ ≡ 0 on R₀'s own log: a check of the pipeline);
+* A/A on independent logs — every target against itself, estimated on D₀ᵈ and on a second,
+  independent log of R₀ from the same day (`independent_aa`): the same estimand twice, so a CI of
+  the difference strictly above 0 is a false positive of the normal interval under the heavy
+  importance weights (nominal rate (1 − level)/2), as a function of m.
 
 For each metric and m (`stats.sensitivity_from_moments` on the cached per-setting means and SEs):
 TPR = share of improving settings whose CI is strictly positive, mean one-sided p, sign
-agreement; FPR = the same share on A/A and on harmful settings; and bias and RMSE
+agreement; FPR = the same share on both kinds of A/A and on harmful settings; and bias and RMSE
 (`stats.bias_rmse`) of the estimated relative lift Δ̄ / f̄(R₀) against the exact online lift
 (V(R_t) − V(R₀)) / V(R₀) — the one scale DCG and nDCG share — plus, for DCG, of Δ̄ itself against
 the exact online difference (DCG estimates expected feedback per session; nDCG does not). To show
@@ -48,6 +52,8 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
+from scipy import stats as scipy_stats
+
 from simrec import feed, ope, stats
 from simrec.runner import Report, Study, cell_key, key_id
 from studies import scenarios
@@ -59,6 +65,8 @@ M_GRID = tuple(float(2 ** i) for i in range(13)) + (math.inf,)      # 1, 2, 4, .
 AB_POWERED = dataclasses.replace(scenarios.PRESETS["default"], ab_sessions=32_768)
 METRICS = ("dcg", "ndcg")
 AA = "R0 (A/A)"
+AA_LOGS = " (A/A, 2 logs)"     # suffix of a target compared with itself on two independent logs
+NULL_KINDS = ("aa", "aa_logs", "harmful")          # settings where a CI above 0 is a false positive
 TOP = 0.9                      # sessions with iDCG_τ above this quantile form the "top 10 %"
 
 
@@ -127,9 +135,10 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
     log: R₀'s `feed.Log` (N >= 2 sessions, feed length K). logger, targets: R₀ and {name: R_t}.
     view: the view model the exposures ε₀, ε (`feed.exposure`) and the nDCG ideal's discount are
     computed under. m: f[M] clipping values. Returns {signal: {name: {metric: {"mean", "se",
-    "low", "high", "p", "top", "rest": f64[M]}}}} — "top" and "rest" split the mean into
+    "low", "high", "p", "top", "rest", "value", "value_se": f64[M]}}}} — "top" and "rest" split the mean into
     (1/N) Σ Δ_τ over the sessions whose iDCG_τ(m) lies above its 90th percentile and over the
-    others — plus, under the name "R0", each metric's mean f̄(R₀) f64[M]; "lost": the mean target
+    others, "value" and "value_se" are the target's own f̄(R_t) and its standard error — plus, under
+    the name "R0", each metric's mean f̄(R₀) f64[M]; "lost": the mean target
     exposure per session on items R₀ never exposes (Asm. 5); "max_weight": max 1/ε₀ over viewed items.
     """
     m = np.asarray(m, np.float64)
@@ -163,14 +172,44 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
             for metric, values in per_trajectory(exposure).items():
                 delta = values - base[metric]                                                 # f64[M, N]
                 mean, low, high, se = stats.mean_ci(delta, level, nan_policy="omit")
+                value, _, _, value_se = stats.mean_ci(values, level, nan_policy="omit")
                 used = np.where(np.isnan(delta), 0.0, delta)
                 count = np.sum(~np.isnan(delta), axis=1)
                 summary[metric] = {"mean": mean, "se": se, "low": low, "high": high,
                                    "p": stats.one_sided_p(delta, nan_policy="omit"),
                                    "top": np.sum(used * top, axis=1) / count,
-                                   "rest": np.sum(used * ~top, axis=1) / count}
+                                   "rest": np.sum(used * ~top, axis=1) / count,
+                                   "value": value, "value_se": value_se}
             by_target[name] = summary
         out[signal] = by_target
+    return out
+
+
+def independent_aa(first: dict, second: dict, level: float = 0.99) -> dict:
+    """A/A on independent logs: every target of two `offline_differences` results (the same policies
+    scored on two independent logs of R₀) against itself,
+
+        Δ = f̄_{D'}(R_t) − f̄_D(R_t),   se = sqrt(se_D² + se_{D'}²),   CI = Δ ± Φ⁻¹((1 + level)/2)·se,
+
+    whose expectation is 0 for every m (one estimator, one estimand, independent samples), for the
+    targets scored on both logs. Returns {signal: {target: {metric: {"mean", "se", "low", "high", "p": f64[M]}}}} (p one-sided,
+    H₀: Δ <= 0, `stats.z_test`)."""
+    q = float(scipy_stats.norm.ppf((1 + level) / 2))
+    out = {}
+    for signal, by_target in first.items():
+        if not isinstance(by_target, dict) or "R0" not in by_target:
+            continue                                                   # "lost", "max_weight"
+        out[signal] = {}
+        for name, summary in by_target.items():
+            if name == "R0" or name not in second[signal]:
+                continue                                               # scored on one log only
+            out[signal][name] = {}
+            for metric, a in summary.items():
+                b = second[signal][name][metric]
+                mean = np.asarray(b["value"]) - np.asarray(a["value"])
+                se = np.hypot(a["value_se"], b["value_se"])
+                out[signal][name][metric] = {"mean": mean, "se": se, "low": mean - q * se, "high": mean + q * se,
+                                             "p": np.asarray(stats.z_test(mean, se), np.float64)}
     return out
 
 
@@ -212,15 +251,23 @@ def _policies(root, config: SensitivityConfig, level: str, d: int):
 
 @functools.lru_cache(maxsize=2)
 def _offline(root_id: tuple, config: SensitivityConfig, level: str, d: int) -> dict:
-    """Every m of config.m for one (level, day) in one pass (memoised: each m cell takes its slice)."""
+    """Every m of config.m for one (level, day) in one pass (memoised: each m cell takes its slice):
+    `offline_differences` on the day's log D₀ᵈ, plus "independent_aa" (`independent_aa` against
+    a second, independent log of R₀ from the same day, with its own learnt view model)."""
     root = jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
     scenario, logger, targets = _policies(root, config, level, d)
-    log = feed.simulate(cell_key(root, {"part": "log", "level": level, "day": d}), scenario, logger,
-                        config.scenario.log_sessions, day=d,
-                        logging_exposure=scenarios.logging_exposure(scenario, logger))
-    view = scenario.view if config.view == "true" else feed.fit_view_model(log.viewed)
-    return offline_differences(log, logger, {AA: logger, **targets}, view, config.m, level=config.level,
-                               zero_ideal=config.zero_ideal)
+    logging_exposure = scenarios.logging_exposure(scenario, logger)
+
+    def score(part: str, policies: dict) -> dict:
+        log = feed.simulate(cell_key(root, {"part": part, "level": level, "day": d}), scenario, logger,
+                            config.scenario.log_sessions, day=d, logging_exposure=logging_exposure)
+        view = scenario.view if config.view == "true" else feed.fit_view_model(log.viewed)
+        return offline_differences(log, logger, policies, view, config.m, level=config.level,
+                                   zero_ideal=config.zero_ideal)
+
+    out = score("log", {AA: logger, **targets})
+    out["independent_aa"] = independent_aa(out, score("replicate log", targets), config.level)
+    return out
 
 
 def _take(tree, index: int):
@@ -253,6 +300,8 @@ def _settings(config: SensitivityConfig, results) -> pd.DataFrame:
             base, base_se = v["exact"]["R0"][s], v["exact_se"]["R0"][s]
             common = {"level": r.cell["level"], "day": r.cell["day"], "signal": signal, "online_R0": base}
             rows.append({**common, "target": AA, "kind": "aa", "exact_diff": 0.0, "exact_se": 0.0, "exact_lift": 0.0})
+            rows += [{**common, "target": name + AA_LOGS, "kind": "aa_logs", "exact_diff": 0.0, "exact_se": 0.0,
+                      "exact_lift": 0.0} for name in config.targets]
             for name in config.targets:
                 diff = v["exact"][name][s] - base
                 row = {**common, "target": name, "kind": kinds[name], "exact_diff": diff,
@@ -270,12 +319,13 @@ def _settings(config: SensitivityConfig, results) -> pd.DataFrame:
     frame.loc[improving, "ab_p_holm"] = stats.holm_bonferroni(frame.loc[improving, "ab_p"].to_numpy())[1]
     frame["verified"] = np.select([improving, frame.kind == "harmful"],
                                   [(frame.exact_diff > 0) & (frame.ab_p < config.ab_alpha), frame.exact_diff < 0],
-                                  True)
+                                  True)                                                    # A/A: by construction
     return frame
 
 
 def _offline_rows(results) -> tuple[pd.DataFrame, dict]:
-    """One row per (level, day, m, signal, target, metric); and max 1/ε₀ per level."""
+    """One row per (level, day, m, signal, target, metric), the A/A-on-two-logs comparisons as
+    targets named name + AA_LOGS; and max 1/ε₀ per level."""
     rows, weights = [], {}
     for r in results:
         if r.cell["part"] != "offline":
@@ -291,6 +341,10 @@ def _offline_rows(results) -> tuple[pd.DataFrame, dict]:
                     rows.append({"level": level, "day": r.cell["day"], "m": r.cell["m"], "signal": signal,
                                  "target": target, "metric": metric, **v, "base": block["R0"][metric],
                                  "lost": r.value["lost"][target]})
+                for metric, v in r.value["independent_aa"][signal].get(target, {}).items():
+                    rows.append({"level": level, "day": r.cell["day"], "m": r.cell["m"], "signal": signal,
+                                 "target": target + AA_LOGS, "metric": metric, **v, "base": block["R0"][metric],
+                                 "lost": 0.0})
     return pd.DataFrame(rows), weights
 
 
@@ -315,7 +369,7 @@ def _rates(config: SensitivityConfig, frame: pd.DataFrame) -> pd.DataFrame:
     for scope, part in _scopes(config, frame[frame.verified]):
         for (metric, m), g in part.groupby(["metric", "m"], sort=True):
             row = {"scope": scope, "metric": metric, "m": m}
-            for kind in ("aa", "harmful"):
+            for kind in NULL_KINDS:
                 group = g[g.kind.isin(["improving", kind])]
                 summary = stats.sensitivity_from_moments(group["mean"], group["se"],
                                                          (group.kind == "improving").to_numpy(), config.level)
@@ -329,7 +383,7 @@ def _rates(config: SensitivityConfig, frame: pd.DataFrame) -> pd.DataFrame:
 def _bias(config: SensitivityConfig, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Bias and RMSE over the verified non-A/A settings: of the relative lift (DCG and nDCG) per
     (scope, kind), and of DCG's difference against the exact online difference per (level, signal)."""
-    kept = frame[frame.verified & (frame.kind != "aa")]
+    kept = frame[frame.verified & frame.kind.isin(["improving", "harmful"])]
     lift = []
     for scope, part in _scopes(config, kept):
         for kind in ("all", "improving", "harmful"):
@@ -497,6 +551,30 @@ def _why(config, lift, mechanism, weights) -> list[str]:
     return out
 
 
+def _aa_logs_text(config, rates: pd.DataFrame, frame: pd.DataFrame) -> str:
+    """The A/A-on-two-logs false-positive rates against their nominal level, and the spread of
+    their z = Δ / se (standard deviation 1 when the standard errors are right), per metric."""
+    nominal = (1 - config.level) / 2
+    part = rates[rates.scope == "all levels"]
+    n = int(part.n_aa_logs.max())
+    # a rate above this is unlikely (p < 0.01) for n independent tests at the nominal level
+    ceiling = scipy_stats.binom.ppf(0.99, n, nominal) / n if n else float("nan")
+    aa = frame[frame.kind == "aa_logs"].assign(z=lambda f: f["mean"] / f["se"])
+    lines = []
+    for metric in METRICS:
+        fpr = part[part.metric == metric].set_index("m").FPR_aa_logs
+        at_inf = f" (m = ∞: {fpr.loc[math.inf]:.3f})" if math.inf in fpr.index else ""
+        z_sd = aa[aa.metric == metric].groupby("m").z.std()
+        lines.append(f"{'DCG' if metric == 'dcg' else 'nDCG'} {fpr.min():.3f}–{fpr.max():.3f}{at_inf}, "
+                     f"SD of z {z_sd.min():.2f}–{z_sd.max():.2f}")
+    return (f"The non-trivial A/A compares each target with itself on two independent logs of the same day "
+            f"({n} comparisons per metric and m): the share whose {config.level:.0%} CI lies strictly above 0 is "
+            f"{'; '.join(lines)} over the m grid, against a nominal {nominal:g} (above {ceiling:.3f} would be "
+            f"unlikely, binomial p < 0.01, if the normal CI held its level; the comparisons share days, so they "
+            f"are not fully independent). An SD of z = Δ / se below 1 means the normal CIs are conservative "
+            f"here, above 1 that they are too narrow for these importance weights.")
+
+
 def report(config: SensitivityConfig, results) -> Report:
     import seaborn as sns
     sns.set_theme(style="whitegrid", context="paper")
@@ -511,7 +589,7 @@ def report(config: SensitivityConfig, results) -> Report:
         index=["level", "day", "signal", "target", "m"], columns="metric", values="p")
     comparison["share_p_dcg_below_ndcg"] = comparison.m.map((paired.dcg < paired.ndcg).groupby("m").mean())
 
-    long_fpr = rates.melt(id_vars=["scope", "metric", "m"], value_vars=["FPR_aa", "FPR_harmful"], var_name="kind",
+    long_fpr = rates.melt(id_vars=["scope", "metric", "m"], value_vars=[f"FPR_{kind}" for kind in NULL_KINDS], var_name="kind",
                           value_name="FPR")
     all_lift = lift[lift.kind == "all"].melt(id_vars=["scope", "metric", "m"], value_vars=["bias", "rmse"],
                                              var_name="error", value_name="value")
@@ -531,14 +609,15 @@ def report(config: SensitivityConfig, results) -> Report:
                                  "Improving targets: lift from the top-10 % iDCG sessions vs the rest",
                                  style="sessions", zero=True),
     }
-    non_aa = settings[settings.kind != "aa"]
+    non_aa = settings[settings.kind.isin(["improving", "harmful"])]
     failed = non_aa[~non_aa.verified]
     verified = settings[(settings.kind == "improving") & settings.verified]
     n_tests = len(frame[frame.verified]) // max(len(config.m) * len(METRICS), 1)
     summary = [
         f"Settings: {len(config.levels)} levels × {len(scenarios.SIGNALS)} signals × {config.scenario.days} days × "
         f"targets {', '.join(config.improving)} (intended improving), {', '.join(config.harmful) or 'none'} "
-        f"(intended harmful) and R₀ itself (A/A), against R₀ = ε-greedy({config.logger}); "
+        f"(intended harmful), R₀ itself (A/A) and every target against itself on a second, independent log "
+        f"(A/A, 2 logs), against R₀ = ε-greedy({config.logger}); "
         f"{config.scenario.log_sessions} logged sessions per (level, day) and A/B tests with "
         f"{config.scenario.ab_sessions} sessions per arm; exposures under the "
         f"{'true' if config.view == 'true' else 'learnt (pbm)'} view model; {config.level:.0%} normal CIs.",
@@ -553,7 +632,8 @@ def report(config: SensitivityConfig, results) -> Report:
         f"*False positives.* FPR_harmful is the share of verified harmful settings whose CI lies strictly above "
         f"0; its maximum over m is {rates.FPR_harmful.max():.3f} for DCG and nDCG together "
         f"(`table_sensitivity`, `fig_fpr`). A/A settings score R₀ on its own log, so Δ_τ ≡ 0 and the paired test "
-        f"cannot fire (FPR_aa = 0 by construction: a check of the pipeline, not evidence).",
+        f"cannot fire (FPR_aa = 0 by construction: a check of the pipeline, not evidence). "
+        + _aa_logs_text(config, rates, frame),
         f"*Multiple testing.* Each (setting, metric, m) is its own one-sided test at "
         f"{(1 - config.level) / 2:g} ({n_tests} verified settings per metric and m); TPR and FPR are per-test "
         f"rates, as in the paper, not family-wise error rates.",
@@ -569,5 +649,5 @@ STUDY = Study(
                 "bias/RMSE of offline DCG and nDCG differences as functions of the clipping m",
     presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__, dependencies=(scenarios.__file__,),
     report_helpers=(_settings, _offline_rows, _frame, _scopes, _rates, _bias, _mechanism, _m_position, _curves,
-                    _m_text, _yes, _verdicts, _why),
+                    _m_text, _yes, _verdicts, _why, _aa_logs_text),
     report_fields=("m",))

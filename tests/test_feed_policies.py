@@ -330,3 +330,19 @@ def test_deep_feeds_draw_the_first_ranks_and_complete_the_rest():
         pooled = (p * rows.sum() + q * n) / (rows.sum() + n)
         se = np.sqrt(pooled * (1 - pooled) * (1 / rows.sum() + 1 / n))
         assert np.all(np.abs(p - q) <= 5 * se + 1e-9), (i, np.max(np.abs(p - q) / (se + 1e-12)))   # 400 comparisons
+
+
+@pytest.mark.parametrize("num_draws, feed_length", [(20, 8), (30, 40), (48, 48)])
+def test_first_appearances_scan_matches_a_python_reference(num_draws, feed_length):
+    """Sampling by first appearances: positions in order of first appearance, -1 after the distinct
+    count, which is capped at K; the scanned path (many draws) against a plain loop per session."""
+    from simrec.feed.policies import _UNROLL_DRAWS, _first_appearances
+    assert num_draws > _UNROLL_DRAWS
+    draws = np.asarray(jax.random.randint(jax.random.key(7), (num_draws, 300), 0, 25), np.int32)
+    positions, count = _first_appearances(jnp.asarray(draws), feed_length)
+    for n in range(draws.shape[1]):
+        distinct = list(dict.fromkeys(draws[:, n].tolist()))
+        shown = distinct[:feed_length]
+        expected = shown + [-1] * (feed_length - len(shown))
+        assert np.asarray(positions[n]).tolist() == expected
+        assert int(count[n]) == min(len(distinct), feed_length)

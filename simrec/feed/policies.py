@@ -426,13 +426,41 @@ def _num_draws(feed_length: int, num_candidates: int) -> int | None:
     return 48 if num_candidates >= 96 else None
 
 
+_UNROLL_DRAWS = 16
+
+
+def _first_appearances_scan(draws: jax.Array, feed_length: int) -> tuple[jax.Array, jax.Array]:
+    """`_first_appearances` by a scan over the draws: a draw is new when it is not among the
+    positions filled so far (all distinct draws while fewer than min(K, M) are found; after that
+    the count only has to reach its cap K)."""
+    num_draws, n = draws.shape
+    slots = jnp.arange(min(feed_length, num_draws))[None, :]
+
+    def step(carry, draw):
+        positions, count = carry
+        new = ~jnp.any(positions == draw[:, None], axis=1)
+        positions = jnp.where(new[:, None] & (slots == count[:, None]), draw[:, None], positions)
+        return (positions, count + new), None
+
+    init = (jnp.full((n, slots.shape[1]), -1, draws.dtype), jnp.zeros(n, jnp.int32))
+    (positions, count), _ = jax.lax.scan(step, init, draws)
+    if feed_length > num_draws:
+        positions = jnp.pad(positions, ((0, 0), (0, feed_length - num_draws)), constant_values=-1)
+    return positions, jnp.minimum(count, feed_length)
+
+
 def _first_appearances(draws: jax.Array, feed_length: int) -> tuple[jax.Array, jax.Array]:
     """Candidate positions in order of first appearance in i.i.d. draws, and how many distinct.
 
     draws: i32[M, N] (draw j of session n in row j). Returns (positions i32[N, K], -1 after the
-    count; count i32[N], capped at K). Elementwise over sessions, unrolled over the M draws.
+    count; count i32[N], capped at K). Elementwise over sessions. Up to `_UNROLL_DRAWS` draws the
+    M(M-1)/2 comparisons are unrolled (fastest for short feeds); more draws are scanned, each
+    compared with the min(K, M) positions filled so far (same result; the unrolled graph's
+    compile time grows to tens of seconds at M = 48, the scan's stays below a second).
     """
     num_draws, n = draws.shape
+    if num_draws > _UNROLL_DRAWS:
+        return _first_appearances_scan(draws, feed_length)
     fresh, slot = [], []
     count = jnp.zeros(n, jnp.int32)
     for j in range(num_draws):

@@ -88,6 +88,27 @@ def test_a_a_differences_vanish_and_ndcg_shares_the_ideal(scored):
     assert np.all((out["click"]["better"]["ndcg"]["p"] >= 0) & (out["click"]["better"]["ndcg"]["p"] <= 1))
 
 
+def test_independent_a_a_compares_each_target_with_itself_on_a_second_log(scored):
+    """Δ = f̄_{D'}(R_t) − f̄_D(R_t) with se = hypot(se_D, se_D'): zero in expectation for every m."""
+    _, first = scored
+    second_log = feed.simulate(jax.random.key(5), SCENARIO, LOGGER, N)
+    targets = {"better": BETTER, "worse": WORSE}
+    second = sensitivity.offline_differences(second_log, LOGGER, targets, SCENARIO.view, M)
+    aa = sensitivity.independent_aa(first, second, level=0.99)
+    assert set(aa) == {"click"} and set(aa["click"]) == {"better", "worse"}
+    q = 2.5758293035489004                                                # Φ⁻¹(0.995)
+    for name in targets:
+        for metric in ("dcg", "ndcg"):
+            a, b, got = first["click"][name][metric], second["click"][name][metric], aa["click"][name][metric]
+            # a target's own value = the logger's value + the paired difference
+            np.testing.assert_allclose(a["value"], first["click"]["R0"][metric] + a["mean"], rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(got["mean"], b["value"] - a["value"])
+            np.testing.assert_allclose(got["se"], np.sqrt(a["value_se"] ** 2 + b["value_se"] ** 2))
+            np.testing.assert_allclose(got["high"] - got["mean"], q * got["se"], rtol=1e-9)
+            assert np.all(np.abs(got["mean"]) <= 4 * got["se"])           # same estimand: 4 SE, ~1e-4 per check
+            assert np.all((got["p"] >= 0) & (got["p"] <= 1))
+
+
 def test_online_truth_matches_the_exact_values_and_an_independent_ab_test():
     truth = sensitivity.online_truth(jax.random.key(2), SCENARIO, LOGGER, {"better": BETTER, "worse": WORSE}, 4000,
                                      tested=("better",))
@@ -137,12 +158,13 @@ def test_smoke_structure_and_rates(smoke_run):
     assert summary.cells_total == len(config.levels) * config.scenario.days * (1 + len(config.m))
     rates = pd.read_csv(out / "table_sensitivity.csv")
     assert set(rates.metric) == {"dcg", "ndcg"} and len(rates) == 2 * len(config.m) * (1 + len(config.levels))
-    for column in ("TPR", "mean_p", "sign_agreement", "FPR_aa", "FPR_harmful"):
+    for column in ("TPR", "mean_p", "sign_agreement", "FPR_aa", "FPR_aa_logs", "FPR_harmful"):
         values = rates[column].dropna()
         assert ((values >= 0) & (values <= 1)).all(), column
     assert (rates.FPR_aa == 0).all()                                      # Δ_τ ≡ 0 on R₀'s own log
     settings = pd.read_csv(out / "table_settings.csv")
-    assert len(settings) == len(config.levels) * 2 * config.scenario.days * (1 + len(config.targets))
+    assert len(settings) == len(config.levels) * 2 * config.scenario.days * (1 + 2 * len(config.targets))
+    assert (settings.kind == "aa_logs").sum() == len(config.levels) * 2 * config.scenario.days * len(config.targets)
     for column in ("ab_p", "ab_p_holm"):
         assert ((settings[column].dropna() >= 0) & (settings[column].dropna() <= 1)).all()
     assert settings[settings.kind == "harmful"].ab_p.isna().all()           # only improvements are A/B-tested
