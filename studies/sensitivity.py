@@ -51,7 +51,6 @@ import jax.numpy as jnp
 import matplotlib
 import numpy as np
 import pandas as pd
-
 from scipy import stats as scipy_stats
 
 from simrec import feed, ope, stats
@@ -135,8 +134,8 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
     log: R₀'s `feed.Log` (N >= 2 sessions, feed length K). logger, targets: R₀ and {name: R_t}.
     view: the view model the exposures ε₀, ε (`feed.exposure`) and the nDCG ideal's discount are
     computed under. m: f[M] clipping values. Returns {signal: {name: {metric: {"mean", "se",
-    "low", "high", "p", "top", "rest", "value", "value_se": f64[M]}}}} — "top" and "rest" split the mean into
-    (1/N) Σ Δ_τ over the sessions whose iDCG_τ(m) lies above its 90th percentile and over the
+    "low", "high", "p", "top", "rest", "value", "value_se": f64[M]}}}} — "top" and "rest" split
+    the mean into (1/N) Σ Δ_τ over the sessions whose iDCG_τ(m) lies above its 90th percentile and over the
     others, "value" and "value_se" are the target's own f̄(R_t) and its standard error — plus, under
     the name "R0", each metric's mean f̄(R₀) f64[M]; "lost": the mean target
     exposure per session on items R₀ never exposes (Asm. 5); "max_weight": max 1/ε₀ over viewed items.
@@ -192,8 +191,8 @@ def independent_aa(first: dict, second: dict, level: float = 0.99) -> dict:
         Δ = f̄_{D'}(R_t) − f̄_D(R_t),   se = sqrt(se_D² + se_{D'}²),   CI = Δ ± Φ⁻¹((1 + level)/2)·se,
 
     whose expectation is 0 for every m (one estimator, one estimand, independent samples), for the
-    targets scored on both logs. Returns {signal: {target: {metric: {"mean", "se", "low", "high", "p": f64[M]}}}} (p one-sided,
-    H₀: Δ <= 0, `stats.z_test`)."""
+    targets scored on both logs. Returns {signal: {target: {metric: {"mean", "se", "low", "high",
+    "p": f64[M]}}}} (p one-sided, H₀: Δ <= 0, `stats.z_test`)."""
     q = float(scipy_stats.norm.ppf((1 + level) / 2))
     out = {}
     for signal, by_target in first.items():
@@ -589,8 +588,8 @@ def report(config: SensitivityConfig, results) -> Report:
         index=["level", "day", "signal", "target", "m"], columns="metric", values="p")
     comparison["share_p_dcg_below_ndcg"] = comparison.m.map((paired.dcg < paired.ndcg).groupby("m").mean())
 
-    long_fpr = rates.melt(id_vars=["scope", "metric", "m"], value_vars=[f"FPR_{kind}" for kind in NULL_KINDS], var_name="kind",
-                          value_name="FPR")
+    long_fpr = rates.melt(id_vars=["scope", "metric", "m"], value_vars=[f"FPR_{kind}" for kind in NULL_KINDS],
+                          var_name="kind", value_name="FPR")
     all_lift = lift[lift.kind == "all"].melt(id_vars=["scope", "metric", "m"], value_vars=["bias", "rmse"],
                                              var_name="error", value_name="value")
     parts = mechanism.melt(id_vars=["scope", "metric", "m"], value_vars=["from_top_10pct_idcg", "from_rest"],
