@@ -2,7 +2,6 @@
 inversion statistic against a brute-force pair count, and the fixed-count case where nDCG is DCG
 over a constant (no disagreement at all)."""
 import dataclasses
-import itertools
 import json
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 
 from simrec import runner
 from studies import disagreement
+from tests.test_stats import brute_inversion_rate
 
 
 @pytest.fixture(scope="module")
@@ -19,18 +19,6 @@ def smoke_run(tmp_path_factory):
     summary = runner.run(disagreement.STUDY, disagreement.PRESETS["smoke"], seed=0, out=out,
                          preset="smoke", progress=False)
     return out, summary
-
-
-def _brute_force_inversions(a, b) -> float:
-    """Pairs ordered differently (a tie on one metric only counts), pairs tied on both skipped."""
-    bad = compared = 0
-    for i, j in itertools.combinations(range(len(a)), 2):
-        da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
-        if da == 0 and db == 0:
-            continue
-        compared += 1
-        bad += da != db
-    return bad / compared
 
 
 def test_smoke_writes_tables_figures_and_manifest(smoke_run):
@@ -53,7 +41,7 @@ def test_summary_statistics_match_brute_force_on_the_model_table(smoke_run):
     n_models = len(config.ease_l2s) + len(config.kunn_ks) ** 2
     assert len(models) == n_models
     dcg, ndcg = models[f"dcg@{config.k}"].to_numpy(), models[f"ndcg@{config.k}"].to_numpy()
-    expected = _brute_force_inversions(dcg, ndcg)
+    expected = brute_inversion_rate(dcg, ndcg)
     assert summary.loc["simulated", "inversion_rate"] == pytest.approx(expected, abs=1e-9)
     assert summary.loc["simulated", "pearson"] == pytest.approx(np.corrcoef(dcg, ndcg)[0, 1],
                                                                 abs=1e-7)
