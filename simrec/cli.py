@@ -1,28 +1,52 @@
-"""Command line: ``simrec list | run STUDY | run all | sweep FIELD | bench NAME``.
+"""Command line: ``simrec list | show STUDY | run STUDY | run all | sweep FIELD | bench NAME``.
 
-Errors a user can fix (unknown study, preset, config key, a value of the wrong type) print one
-line naming the problem and the valid choices and exit with status 2, without a traceback.
+Studies and benchmarks are found through the entry-point groups ``simrec.studies`` (each entry a
+`simrec.runner.Study`) and ``simrec.benchmarks`` (each a ``main(argv) -> int``), so any installed
+package can register its own; the library never imports them otherwise. Errors a user can fix
+(unknown study, preset, config key, a value of the wrong type, an unusable output folder) print
+one line naming the problem and the valid choices and exit with status 2, without a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
+import json
 import math
+import os
 import sys
+import warnings
+from importlib import metadata
 from pathlib import Path
 
-from simrec.runner import ConfigError, config_fields, run, with_overrides, write_results_index
+from simrec.config import ConfigError, config_fields, config_help, with_overrides
+from simrec.output import OutputError, write_results_index
+from simrec.runner import MAX_SEED, RecordError, RunInterrupted, SetupMemo, default_cache_dir, run
 
 EXIT_USAGE = 2
+STUDY_GROUP, BENCH_GROUP = "simrec.studies", "simrec.benchmarks"
+RESULTS, RUNS = Path("results"), Path("runs")
+DATA_ENV = "SIMREC_DATA"
 
 
 class UsageError(Exception):
     """A mistake in the command line; printed as one line, exit status 2."""
 
 
-def _registry():
-    import studies
-    return studies
+def entry_points(group: str) -> dict[str, metadata.EntryPoint]:
+    """``{name: entry point}`` of an entry-point group, in registration order."""
+    return {ep.name: ep for ep in metadata.entry_points(group=group)}
+
+
+def studies() -> dict[str, metadata.EntryPoint]:
+    return entry_points(STUDY_GROUP)
+
+
+def load_study(name: str):
+    found = studies()
+    if name not in found:
+        raise UsageError(f"unknown study {name!r}; choose one of: {', '.join(found)}, all")
+    return found[name].load()
 
 
 def _parse_sets(pairs: list[str]) -> dict[str, str]:
@@ -35,44 +59,108 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def _study(name: str):
-    reg = _registry()
-    if name not in reg.STUDIES:
-        raise UsageError(f"unknown study {name!r}; choose one of: {', '.join(reg.STUDIES)}, all")
-    return reg.load_study(name)
-
-
 def _config(study, preset: str, sets: dict[str, str]):
-    return with_overrides(study.preset(preset), sets)
+    try:
+        return with_overrides(study.preset(preset), sets)
+    except ConfigError as err:
+        raise ConfigError(f"study {study.name!r}: {err}") from None
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seed expects an integer in [0, {MAX_SEED}], got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"--seed expects an integer in [0, {MAX_SEED}], got {text}")
+    return value
+
+
+def default_out(study: str, preset: str, seed: int, sets: dict[str, str]) -> Path:
+    """Where a run writes without ``--out``: ``results/STUDY`` for the committed default (preset
+    ``default``, seed 0, no ``--set``), else ``runs/STUDY/PRESET[-seedS][-HASH of the --set]``,
+    so only the default run ever touches ``results/``."""
+    if preset == "default" and seed == 0 and not sets:
+        return RESULTS / study
+    name = preset + (f"-seed{seed}" if seed else "")
+    if sets:
+        name += "-" + hashlib.sha256(json.dumps(sets, sort_keys=True).encode()).hexdigest()[:8]
+    return RUNS / study / name
+
+
+def _data_notes() -> list[str]:
+    root = os.environ.get(DATA_ENV)
+    return [f"real data from `{root}` ({DATA_ENV} / --data-dir)"] if root else []
+
+
+def _set_data_dir(args) -> None:
+    if getattr(args, "data_dir", None):
+        path = Path(args.data_dir)
+        if not path.is_dir():
+            raise UsageError(f"--data-dir {path} is not a folder; point it at a folder holding e.g. "
+                             f"ml-latest-small/ratings.csv")
+        os.environ[DATA_ENV] = str(path.absolute())
 
 
 def cmd_list(args) -> int:
-    reg = _registry()
-    width = max(map(len, reg.STUDIES), default=0)
-    for name in reg.STUDIES:
-        print(f"{name:<{width}}  {reg.load_study(name).description}")
-    if reg.BENCHES:
-        print("\nbenchmarks (simrec bench NAME): " + ", ".join(reg.BENCHES))
+    found = studies()
+    width = max(map(len, found), default=0)
+    for name in found:
+        print(f"{name:<{width}}  {load_study(name).description}")
+    benches = entry_points(BENCH_GROUP)
+    if benches:
+        print("\nbenchmarks (simrec bench NAME --help): " + ", ".join(benches))
+    print("\nsimrec show STUDY lists a study's presets and config keys.")
+    return 0
+
+
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "not measured"
+    return f"~{seconds:.0f} s" if seconds < 120 else f"~{seconds / 60:.0f} min"
+
+
+def describe(study) -> str:
+    """Presets with their expected wall time, and every config key with type, default, meaning."""
+    lines = [f"{study.name}: {study.description}", "", "presets (expected wall time on a 2-core CPU):"]
+    for preset in study.presets:
+        lines.append(f"  {preset:<8} {_minutes(study.expected_seconds.get(preset))}")
+    lines += ["", "config keys (--set KEY=VALUE; default preset's values):"]
+    rows = config_help(study.preset("default"))
+    width = max(len(k) for k, *_ in rows)
+    for key, tp, default, meaning in rows:
+        lines.append(f"  {key:<{width}}  {tp} = {default!r}" + (f"\n  {'':<{width}}    {meaning}" if meaning else ""))
+    lines += ["", f"records: {', '.join(f'{c} ({t.__name__})' for c, t in study.columns.items())}"]
+    return "\n".join(lines)
+
+
+def cmd_show(args) -> int:
+    print(describe(load_study(args.study)))
     return 0
 
 
 def cmd_run(args) -> int:
-    reg = _registry()
-    names = list(reg.STUDIES) if args.study == "all" else [args.study]
+    _set_data_dir(args)
+    names = list(studies()) if args.study == "all" else [args.study]
     sets = _parse_sets(args.set)
     plans = []
     for name in names:                      # validate everything before computing anything
-        study = _study(name)
+        study = load_study(name)
         plans.append((study, _config(study, args.preset, sets)))
+    memo = SetupMemo()
+    wrote_results = False
     for study, config in plans:
-        out = Path(args.out) / study.name if (args.out and len(plans) > 1) else \
-            Path(args.out or Path("results") / study.name)
+        if args.out:
+            out = Path(args.out) / study.name if len(plans) > 1 else Path(args.out)
+        else:
+            out = default_out(study.name, args.preset, args.seed, sets)
+            wrote_results |= out.parent == RESULTS
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
-                      progress=not args.quiet)
+                      progress=not args.quiet, memo=memo, notes=_data_notes())
         print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "
               f"cached, {summary.wall_time_s:.1f}s -> {summary.out}")
-    if args.out is None:                      # default location: keep results/README.md current
-        write_results_index(Path("results"))
+    if wrote_results:                       # the committed default: keep results/README.md current
+        write_results_index(RESULTS)
     return 0
 
 
@@ -120,8 +208,8 @@ def _expand_values(values: list[str], limit: float | None = None) -> list[str]:
 def cmd_sweep(args) -> int:
     """Run one study once per value of a config field; outputs go to OUT/FIELD=VALUE/.
 
-    Cells are cached in results/STUDY/.cache (OUT/.cache with --out), so a sweep reuses the cells
-    of an earlier `simrec run STUDY`. When the field is a tuple that the study declares a report
+    Cells are cached in results/.simrec-cache (OUT/.simrec-cache with --out), so a sweep reuses
+    the cells of an earlier `simrec run STUDY`. When the field is a tuple that the study declares a report
     field (its points are cells, e.g. the clipping grid m of `sensitivity`), the study first runs
     once over all values together (OUT/FIELD=all/), so that it can compute every setting in one
     vectorised pass; the per-value runs then read their cells from the cache.
@@ -131,7 +219,8 @@ def cmd_sweep(args) -> int:
     import pandas as pd
 
     from simrec.runner import atomic_write_text, write_table
-    study = _study(args.study)
+    _set_data_dir(args)
+    study = load_study(args.study)
     sets = _parse_sets(args.set)
     base = _config(study, args.preset, sets)
     fields = config_fields(base)
@@ -148,18 +237,22 @@ def cmd_sweep(args) -> int:
     if not values:
         raise UsageError("--values needs at least one value, e.g. --values 1,2,4,inf")
     configs = [(v, with_overrides(base, {**sets, key: v})) for v in values]
-    root = Path(args.out or Path("results") / f"sweep-{study.name}-{key}")
-    cache = root / ".cache" if args.out else Path("results") / study.name / ".cache"
+    root = Path(args.out) if args.out else RUNS / study.name / f"sweep-{key}"
+    # without --out, reuse the cells of the committed `simrec run STUDY` (results/.simrec-cache)
+    cache = default_cache_dir(root / "x") if args.out else default_cache_dir(RESULTS / study.name)
+    memo = SetupMemo()
     if typing.get_origin(fields[key]) is tuple and key in study.report_fields and len(values) > 1:
         together = with_overrides(base, {**sets, key: ",".join(values)})
         summary = run(study, together, seed=args.seed, out=root / f"{key}=all", preset=args.preset,
-                      cache_dir=cache, progress=not args.quiet)
+                      cache_dir=cache, progress=not args.quiet, memo=memo,
+                      notes=_data_notes())
         print(f"{key}=all: {summary.cells_computed} computed, {summary.cells_cached} cached")
     combined: dict[str, list] = {}
     for value, config in configs:
         out = root / f"{key}={value}"
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
-                      cache_dir=cache, progress=not args.quiet)
+                      cache_dir=cache, progress=not args.quiet, memo=memo,
+                      notes=_data_notes())
         print(f"{key}={value}: {summary.cells_computed} computed, {summary.cells_cached} cached")
         for csv in sorted(out.glob("table*.csv")):
             frame = pd.read_csv(csv)
@@ -175,10 +268,10 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_bench(args, rest: list[str]) -> int:
-    reg = _registry()
-    if args.name not in reg.BENCHES:
-        raise UsageError(f"unknown benchmark {args.name!r}; choose one of: {', '.join(reg.BENCHES)}")
-    return int(reg.load_bench(args.name)(rest) or 0)
+    benches = entry_points(BENCH_GROUP)
+    if args.name not in benches:
+        raise UsageError(f"unknown benchmark {args.name!r}; choose one of: {', '.join(benches)}")
+    return int(benches[args.name].load()(rest) or 0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -186,46 +279,90 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _version() -> str:
+    try:
+        return metadata.version("simrec")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="simrec", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    sub.add_parser("list", help="list studies with a one-line description")
+    parser = _Parser(prog="simrec", description="simrec: simulation and off-policy evaluation for "
+                     "top-n recommendation, offline metrics against a known truth.",
+                     epilog="simrec COMMAND --help shows a command's options; simrec show STUDY a "
+                            "study's presets and config keys.")
+    parser.add_argument("--version", action="version", version=f"simrec {_version()}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+    sub.add_parser("list", help="list studies and benchmarks")
+    p_show = sub.add_parser("show", help="a study's presets, config keys and expected wall time")
+    p_show.add_argument("study")
 
     def common(p):
-        p.add_argument("--preset", default="default", help="smoke | default | paper")
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--out", default=None, help="output folder (default results/STUDY)")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
-        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        p.add_argument("--preset", default="default", help="smoke | default | paper (default: default)")
+        p.add_argument("--seed", type=_seed, default=0, help=f"root seed in [0, {MAX_SEED}] (default 0)")
+        p.add_argument("--out", default=None, help="output folder (default: results/STUDY for the "
+                       "default preset, seed 0 and no --set; runs/STUDY/... otherwise)")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config field (dotted for nested fields; see simrec show STUDY)")
+        p.add_argument("--data-dir", default=None, help=f"folder of real data sets (default ${DATA_ENV} "
+                       "or ../shared/data beside the checkout)")
+        p.add_argument("--quiet", action="store_true", help="no progress display")
 
-    p_run = sub.add_parser("run", help="run a study (or all) and write its tables and figures")
+    p_run = sub.add_parser("run", help="run a study (or all) and write its tables and figures",
+                           add_help=False)
     p_run.add_argument("study")
+    p_run.add_argument("-h", "--help", action="store_true", help="this help, and the study's keys")
     common(p_run)
     p_sweep = sub.add_parser("sweep", help="run a study once per value of one config field")
     p_sweep.add_argument("field")
     p_sweep.add_argument("--study", required=True)
-    p_sweep.add_argument("--values", required=True, help="comma-separated, e.g. 1,2,4,inf")
+    p_sweep.add_argument("--values", required=True, help="comma-separated, e.g. 1,2,4,...,4096,inf")
     common(p_sweep)
-    p_bench = sub.add_parser("bench", help="run a benchmark (extra arguments go to it)")
-    p_bench.add_argument("name")
+    p_bench = sub.add_parser("bench", help="run a benchmark (simrec bench NAME --help for its options)",
+                             add_help=False)
+    p_bench.add_argument("name", nargs="?")
     return parser
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    return f"simrec: warning: {message}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
+    warnings.formatwarning = _format_warning
+    os.environ.setdefault("MPLBACKEND", "Agg")          # figures are files, never windows
     try:
         args, rest = parser.parse_known_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
         if args.command == "bench":
+            if args.name is None:
+                benches = entry_points(BENCH_GROUP)
+                print("usage: simrec bench NAME [options]   (simrec bench NAME --help)\n\nbenchmarks: "
+                      + ", ".join(benches))
+                return 0
             return cmd_bench(args, rest)
         if rest:
             raise UsageError(f"unrecognised arguments: {' '.join(rest)}")
-        return {"list": cmd_list, "run": cmd_run, "sweep": cmd_sweep}[args.command](args)
-    except (UsageError, ConfigError) as err:
+        if args.command == "run" and args.help:
+            build_parser()._subparsers._group_actions[0].choices["run"].print_help()
+            if args.study != "all":
+                print("\n" + describe(load_study(args.study)))
+            return 0
+        return {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": cmd_sweep}[args.command](args)
+    except (UsageError, ConfigError, OutputError, RecordError) as err:
         print(f"simrec: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except RunInterrupted as stop:
+        done = (f"{stop.cached} of {stop.total} cells are cached; run the same command again to "
+                "resume" if stop.cached else "no cell had finished, so nothing is cached")
+        print(f"simrec: interrupted during {stop.study}; {done}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("simrec: interrupted; finished cells are cached, run again to resume", file=sys.stderr)
+        print("simrec: interrupted", file=sys.stderr)
         return 130
 
 

@@ -1,64 +1,92 @@
-"""Study runner: config -> grid of cells -> cached, resumable computation -> tables, figures, manifest.
+"""Study runner: config -> setup -> grid of cells -> tidy records -> report, cached and resumable.
 
-A study is a `Study` value: presets of a frozen config dataclass, a function listing the cells of
-its grid (e.g. seed x fold x rate), a pure function computing one cell from
-`(key, config, cell)`, and a function turning all cell results into a `Report` (tables and
-figures). ``key`` is the run's root key ``jax.random.key(seed)``: state shared by every cell (a
-world, trained models) comes from ``shared_key(key, "world")``, the cell's own randomness from
-``cell_key(key, cell)`` = ``fold_in(key, hash(cell))``, so adding or removing cells never changes
-the others. The runner
+A study is a `Study` value with three pure steps (the protocol every study follows):
+
+* ``setup(key, config) -> shared``: state every cell needs (worlds, trained models, platform
+  state). Built once per run, memoised in memory across the runs of one command (`SetupMemo`)
+  and, when ``cache_setup`` is set, pickled to the cache so a resumed run skips it. Shown as its
+  own progress phase.
+* ``compute(key, config, cell, shared) -> records``: one cell of the grid as tidy records, flat
+  rows whose column names and types are declared in ``Study.columns`` (int, float, str, bool).
+* ``report(config, records) -> Report``: tables, figures and a summary from the concatenation of
+  every cell's records (one pandas DataFrame with the declared columns), written beside the
+  tables as ``records.csv`` so a reader can load and re-plot them.
+
+``key`` is the run's root key ``jax.random.key(seed)`` for both ``setup`` and ``compute``: shared
+state draws from ``shared_key(key, name)``, a cell's own randomness from ``cell_key(key, cell)``
+= ``fold_in(key, hash(cell))``, so adding or removing cells never changes the others.
+
+The runner
 * caches every finished cell on disk, content-addressed by (study, config, seed, cell, code
   version), written atomically (temp file + rename), so a killed run resumes with only the
-  missing cells and gives byte-identical tables;
-* writes ``table*.csv|md|tex``, ``*.png`` and ``manifest.json`` atomically into the output folder.
-
-Cell results must be JSON-serialisable (numbers, strings, lists, dicts); `to_json` converts numpy
-and JAX arrays. Non-finite floats are stored as JSON ``NaN``/``Infinity``.
+  missing cells and gives byte-identical tables; a corrupt cache file is recomputed with a
+  warning that names it;
+* derives the code version from the source of every module the study imports, transitively,
+  inside its own package and ``simrec`` (`module_closure`), never from hand-kept lists;
+* stages every output file in a hidden sibling folder marked incomplete and swaps the finished
+  set into place, so ``manifest.json``, ``README.md``, tables, figures and ``records.csv`` always
+  belong to one run (`OutputFolder`); a lock refuses a second run into the same folder.
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import datetime
-import functools
 import hashlib
+import importlib.util
 import inspect
 import io
 import json
 import math
 import os
+import pickle
 import platform
 import subprocess
 import sys
-import tempfile
 import time
-import types
-import typing
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from simrec.config import ConfigError, config_fields, config_help, config_to_dict, with_overrides
+from simrec.output import (OutputError, OutputFolder, atomic_write_bytes, atomic_write_text,
+                           write_figure, write_table, write_results_index)
+
 __all__ = [
-    "ConfigError", "Study", "Report", "CellResult", "RunSummary", "run", "cell_key", "shared_key",
-    "key_id", "to_json",
-    "config_fields", "with_overrides", "config_to_dict", "atomic_write_bytes", "atomic_write_text",
-    "write_table", "write_results_index", "Progress",
+    "ConfigError", "OutputError", "RecordError", "RunInterrupted", "CacheWarning", "Study",
+    "Report", "RunSummary", "SetupMemo", "OutputFolder", "run", "cell_key", "shared_key", "key_id",
+    "to_json", "config_fields", "config_help", "with_overrides", "config_to_dict",
+    "atomic_write_bytes", "atomic_write_text", "write_table", "write_figure", "write_results_index",
+    "Progress", "module_closure", "code_version", "check_records", "records_frame", "check_seed",
+    "MAX_SEED",
 ]
 
 Cell = Mapping[str, Any]
+COLUMN_TYPES = (int, float, str, bool)
+MAX_SEED = 2**32 - 1
+#: modules that cannot change a cell's value (hashing them would void every cache on each edit)
+INFRASTRUCTURE = frozenset({"simrec.runner", "simrec.cli", "simrec.__main__", "simrec.config",
+                            "simrec.output"})
 
 
-class ConfigError(ValueError):
-    """A configuration value or key is invalid; the message names it and the valid choices."""
+class RecordError(TypeError):
+    """A study's ``compute`` returned records that do not match its declared columns."""
 
 
-@dataclass(frozen=True)
-class CellResult:
-    """One finished cell: its coordinates and its JSON-able value."""
-    cell: dict
-    value: Any
+class CacheWarning(UserWarning):
+    """A cache file was unreadable and is being recomputed."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; says how many cells were already cached."""
+
+    def __init__(self, study: str, cached: int, total: int):
+        super().__init__(study, cached, total)
+        self.study, self.cached, self.total = study, cached, total
 
 
 @dataclass
@@ -77,29 +105,48 @@ class Report:
 
 @dataclass(frozen=True)
 class Study:
-    """A reproducible experiment: presets, a grid of cells, a per-cell computation, a report."""
+    """A reproducible experiment: presets, a grid of cells, setup, per-cell records, a report.
+
+    columns: the record schema, ``{name: int | float | str | bool}``; every record of every cell
+    has exactly these keys. expected_seconds: wall time of each preset on a 2-core CPU (shown by
+    ``simrec show``). report_fields: dotted config fields left out of the cache address; they
+    may choose which cells exist and how the report shows them, never a cell's value (put the
+    value a cell needs into its coordinates), e.g. a grid field whose points are cells.
+    """
     name: str
     description: str
     presets: Mapping[str, Any]
     cells: Callable[[Any], Sequence[Cell]]
-    compute: Callable[[Any, Any, Cell], Any]
-    report: Callable[[Any, Sequence[CellResult]], Report]
-    source: str = ""                     # module file, hashed into the cache address
-    report_helpers: tuple = ()           # functions used only by `report` (not hashed, see below)
-    #: dotted config fields left out of the cache address: they may choose which cells exist and
-    #: how the report shows them, but never change a cell's value (put the value a cell needs
-    #: into its coordinates). Runs that differ only in them share cached cells, e.g. a sweep over
-    #: a grid field whose points are cells.
+    compute: Callable[[Any, Any, Cell, Any], Any]
+    report: Callable[[Any, Any], Report]
+    columns: Mapping[str, type]
+    setup: Callable[[Any, Any], Any] | None = None
+    cache_setup: bool = False
     report_fields: tuple[str, ...] = ()
-    #: other files the cells' values depend on beyond simrec/ and `source` (e.g. a shared scenario
-    #: module under studies/), hashed whole into the cache address
-    dependencies: tuple[str, ...] = ()
+    expected_seconds: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"study name must be an identifier, got {self.name!r}")
+        if not self.columns:
+            raise ValueError(f"study {self.name!r}: columns must declare at least one column")
+        for column, tp in self.columns.items():
+            if tp not in COLUMN_TYPES:
+                raise ValueError(f"study {self.name!r}: column {column!r} has type {tp!r}; "
+                                 f"use one of int, float, str, bool")
+        if "default" not in self.presets:
+            raise ValueError(f"study {self.name!r} needs a 'default' preset")
 
     def preset(self, name: str):
         if name not in self.presets:
             raise ConfigError(f"unknown preset {name!r} for study {self.name!r}; "
                               f"choose one of: {', '.join(self.presets)}")
         return self.presets[name]
+
+    @property
+    def module(self) -> str:
+        """The module that defines the study's ``compute`` (the root of its code version)."""
+        return self.compute.__module__
 
 
 @dataclass(frozen=True)
@@ -109,100 +156,19 @@ class RunSummary:
     cells_computed: int
     cells_cached: int
     wall_time_s: float
+    setup_s: float
     files: tuple[str, ...]
 
 
-# --------------------------------------------------------------------------------------------
-# Configs: frozen dataclasses, possibly nested; overrides from "a.b=value" strings.
-# --------------------------------------------------------------------------------------------
-
-def config_to_dict(config) -> dict:
-    """Plain nested dict of a (nested) config dataclass, tuples as lists."""
-    return json.loads(_canonical_json(dataclasses.asdict(config)))
-
-
-def config_fields(config, prefix: str = "") -> dict[str, Any]:
-    """Flat ``{"a.b": type}`` of every settable leaf field of a nested config dataclass."""
-    out = {}
-    hints = typing.get_type_hints(type(config))
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            out.update(config_fields(value, prefix + f.name + "."))
-        else:
-            out[prefix + f.name] = hints.get(f.name, type(value))
-    return out
-
-
-def with_overrides(config, overrides: Mapping[str, str]):
-    """Return ``config`` with dotted-path fields replaced by values parsed from strings.
-
-    Raises `ConfigError` naming an unknown key (and listing the valid ones) or a value that does
-    not parse as the field's type. The config's own ``__post_init__`` validation then runs.
-    """
-    valid = config_fields(config)
-    for key in overrides:
-        if key not in valid:
-            raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(sorted(valid))}")
-    nested: dict[str, dict] = {}
-    direct = {}
-    for key, raw in overrides.items():
-        head, _, rest = key.partition(".")
-        if rest:
-            nested.setdefault(head, {})[rest] = raw
-        else:
-            direct[head] = _parse_value(key, raw, valid[key])
-    for head, sub in nested.items():
-        direct[head] = with_overrides(getattr(config, head), sub)
-    try:
-        return dataclasses.replace(config, **direct)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(str(err)) from None
-
-
-_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
-
-
-def _parse_value(key: str, raw: str, tp) -> Any:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    try:
-        if origin in (typing.Union, types.UnionType):
-            if raw.lower() in ("none", "null") and type(None) in args:
-                return None
-            inner = [a for a in args if a is not type(None)]
-            return _parse_value(key, raw, inner[0])
-        if origin is typing.Literal:
-            for choice in args:
-                if str(choice) == raw:
-                    return choice
-            raise ConfigError(f"config key {key!r}: {raw!r} is not one of {', '.join(map(str, args))}")
-        if origin is tuple:
-            parts = [p for p in raw.replace(";", ",").split(",") if p.strip()]
-            elem = args[0] if args else str
-            return tuple(_parse_value(key, p.strip(), elem) for p in parts)
-        if tp is bool:
-            if raw.lower() in _TRUE:
-                return True
-            if raw.lower() in _FALSE:
-                return False
-            raise ValueError
-        if tp is int:
-            return int(raw)
-        if tp is float:
-            return float(raw)
-        if tp is str:
-            return raw
-    except ConfigError:
-        raise
-    except (ValueError, TypeError):
-        pass
-    else:
-        raise ConfigError(f"config key {key!r} has unsupported type {tp}")
-    raise ConfigError(f"config key {key!r} expects {getattr(tp, '__name__', tp)}, got {raw!r}")
+def check_seed(seed) -> int:
+    """The seed as an int in [0, 2^32 - 1], or `ConfigError` naming the range."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    return int(seed)
 
 
 # --------------------------------------------------------------------------------------------
-# JSON, hashing, atomic files
+# JSON, hashing, keys, atomic files
 # --------------------------------------------------------------------------------------------
 
 def to_json(value):
@@ -246,68 +212,88 @@ def shared_key(root, name: str):
 
 
 def key_id(key) -> tuple[int, ...]:
-    """A hashable identity of a PRNG key (for in-memory memoisation of shared state)."""
+    """A hashable identity of a PRNG key (for tests and diagnostics)."""
     import jax
     return tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
 
 
-def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+# --------------------------------------------------------------------------------------------
+# Code version: the transitive closure of the modules a study imports
+# --------------------------------------------------------------------------------------------
+
+def _imported_names(tree: ast.AST, package: str) -> set[str]:
+    """Absolute names a module's import statements may refer to (modules or attributes)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                stem = f"{base}.{node.module}" if node.module else base
+            else:
+                stem = node.module or ""
+            names.add(stem)
+            names.update(f"{stem}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _find(name: str):
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return None
+    return spec if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
 
-def atomic_write_text(path: Path | str, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-@functools.lru_cache(maxsize=None)
-def _tree_digest(root: str) -> str:
-    """Hash of every .py file below ``root`` (the code version of a cache entry)."""
-    h = hashlib.sha256()
-    infrastructure = {Path(__file__).name, "cli.py"}      # cannot change a cell's value
-    for path in sorted(Path(root).rglob("*.py")):
-        if path.parent == Path(root) and path.name in infrastructure:
+def module_closure(module: str, packages: Sequence[str]) -> dict[str, Path]:
+    """``{name: file}`` of ``module`` and every module it imports, transitively, whose top-level
+    package is one of ``packages`` (statically, from ``import`` statements anywhere in the file;
+    a package's ``__init__`` counts when a submodule is imported). Infrastructure modules
+    (`INFRASTRUCTURE`) are left out."""
+    roots = tuple(packages)
+    todo, seen = [module], {}
+    while todo:
+        name = todo.pop()
+        if name in seen or name in INFRASTRUCTURE or name.split(".")[0] not in roots:
             continue
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+        spec = _find(name)
+        if spec is None:
+            continue
+        seen[name] = Path(spec.origin)
+        package = name if spec.submodule_search_locations else name.rpartition(".")[0]
+        tree = ast.parse(Path(spec.origin).read_bytes(), filename=spec.origin)
+        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        todo.extend(parents + sorted(_imported_names(tree, package or name)))
+    return dict(sorted(seen.items()))
 
 
-def _study_digest(study: Study) -> str:
-    """Hash of the study module without `report` and `report_helpers`, whose edits change only
-    how cached cells are presented, so tables regenerate from the cache in seconds."""
-    if not study.source:
-        return ""
-    lines = Path(study.source).read_text().splitlines(keepends=True)
-    drop: set[int] = set()
-    for fn in (study.report, *study.report_helpers):
-        with contextlib.suppress(OSError, TypeError):
-            if Path(inspect.getsourcefile(fn)).resolve() == Path(study.source).resolve():
-                block, start = inspect.getsourcelines(fn)
-                drop.update(range(start - 1, start - 1 + len(block)))
-    kept = "".join(line for i, line in enumerate(lines) if i not in drop)
-    return hashlib.sha256(kept.encode()).hexdigest()
+def _without_function(source: str, fn) -> str:
+    """``source`` less the lines of function ``fn`` when ``fn`` is defined in it."""
+    try:
+        block, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return source
+    lines = source.splitlines(keepends=True)
+    if "".join(lines[start - 1:start - 1 + len(block)]) != "".join(block):
+        return source
+    return "".join(lines[:start - 1] + lines[start - 1 + len(block):])
 
 
 def code_version(study: Study) -> str:
-    """Digest of the library sources that compute cells (all of simrec/ except the runner and the
-    CLI), of the study's compute code (its module less the report functions) and of the study's
-    `dependencies`."""
-    lib = _tree_digest(str(Path(__file__).parent))
-    deps = "".join(hashlib.sha256(Path(path).read_bytes()).hexdigest() for path in study.dependencies)
-    return hashlib.sha256((lib + _study_digest(study) + deps).encode()).hexdigest()[:16]
+    """Digest of the source of every module in the study's `module_closure` (its own package and
+    ``simrec``). The study's ``report`` function is left out of its own module, so an edit that
+    only changes how cached cells are presented regenerates the tables in seconds; helpers that
+    ``report`` calls are hashed like any other code."""
+    h = hashlib.sha256()
+    package = study.module.split(".")[0]
+    for name, path in module_closure(study.module, (package, "simrec")).items():
+        source = path.read_text(encoding="utf-8")
+        if name == study.module:
+            source = _without_function(source, study.report)
+        h.update(name.encode() + b"\0" + source.encode() + b"\0")
+    return h.hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,7 +301,8 @@ def code_version(study: Study) -> str:
 # --------------------------------------------------------------------------------------------
 
 class Progress:
-    """A minimal progress bar on stderr (a line per 10 % when stderr is not a terminal)."""
+    """A minimal progress display on stderr: a setup phase, then a bar over cells whose ETA counts
+    cell time only (a line per 10 % when stderr is not a terminal)."""
 
     def __init__(self, total: int, label: str, enabled: bool = True, stream=None):
         self.total, self.label, self.enabled = max(total, 0), label, enabled
@@ -323,9 +310,20 @@ class Progress:
         self.done, self.start, self._last_decile = 0, time.perf_counter(), -1
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
 
-    def update(self, n: int = 1, note: str = "") -> None:
+    def phase(self, text: str) -> None:
+        """A one-line phase message (e.g. the setup), then the cell clock restarts."""
+        if self.enabled:
+            self.stream.write(f"{self.label}: {text}\n")
+            self.stream.flush()
+        self.start = time.perf_counter()
+
+    def update(self, n: int = 1, note: str = "", computed: bool = True) -> None:
+        if not computed:                      # cached cells do not count towards the ETA
+            self.total -= n
+            self.start = time.perf_counter() if self.done == 0 else self.start
+            return
         self.done += n
-        if not self.enabled or self.total == 0:
+        if not self.enabled or self.total <= 0:
             return
         frac = self.done / self.total
         elapsed = time.perf_counter() - self.start
@@ -345,67 +343,52 @@ class Progress:
 
 
 # --------------------------------------------------------------------------------------------
-# Table writers (CSV, Markdown, LaTeX) with deterministic formatting
+# Records: validated tidy rows
 # --------------------------------------------------------------------------------------------
 
-def _fmt(value, float_format: str) -> str:
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return "–"
-        if math.isinf(value):
-            return "∞" if value > 0 else "−∞"
-        return format(float(value), float_format)
-    return str(value)
+def _coerce(study: str, column: str, tp: type, value):
+    if hasattr(value, "__array__") and not isinstance(value, (str, bytes)) and np.ndim(value) == 0:
+        value = np.asarray(value).item()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if tp is float and value is None:
+        return math.nan
+    ok = (isinstance(value, bool) if tp is bool else
+          isinstance(value, int) and not isinstance(value, bool) if tp is int else
+          isinstance(value, (int, float)) and not isinstance(value, bool) if tp is float else
+          isinstance(value, str))
+    if not ok:
+        raise RecordError(f"study {study!r}: column {column!r} is declared {tp.__name__} but a "
+                          f"record holds {value!r} ({type(value).__name__})")
+    return float(value) if tp is float else value
 
 
-_TEX_ESCAPE = {"|": r"$|$", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "∞": r"$\infty$",
-               "†": r"$^\dagger$", "–": "--", "−": "-", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$",
-               "⁺": r"$^+$", "₀": r"$_0$", "τ": r"$\tau$", "ε": r"$\varepsilon$", "∖": r"$\setminus$",
-               "×": r"$\times$", "Δ": r"$\Delta$"}
+def check_records(study: Study, cell: Cell, records) -> list[list]:
+    """The records of one cell as rows in `Study.columns` order; `RecordError` when a record's
+    keys differ from the declared columns or a value has the wrong type."""
+    if hasattr(records, "to_dict"):                        # a DataFrame
+        records = records.to_dict("records")
+    if isinstance(records, Mapping) or not isinstance(records, (list, tuple)):
+        raise RecordError(f"study {study.name!r}: compute must return a list of records (dicts), "
+                          f"got {type(records).__name__} for cell {dict(cell)}")
+    declared, rows = list(study.columns), []
+    for i, record in enumerate(records):
+        if not isinstance(record, Mapping) or set(record) != set(declared):
+            got = set(record) if isinstance(record, Mapping) else type(record).__name__
+            missing = sorted(set(declared) - got) if isinstance(got, set) else declared
+            extra = sorted(got - set(declared)) if isinstance(got, set) else []
+            raise RecordError(f"study {study.name!r}, cell {dict(cell)}: record {i} does not match "
+                              f"the declared columns (missing {missing}, undeclared {extra})")
+        rows.append([_coerce(study.name, c, study.columns[c], record[c]) for c in declared])
+    return rows
 
 
-def _tex(text: str) -> str:
-    # **bold** markers (Markdown) become \textbf{...}
-    parts = text.split("**")
-    out = []
-    for i, part in enumerate(parts):
-        esc = "".join(_TEX_ESCAPE.get(ch, ch) for ch in part)
-        out.append(f"\\textbf{{{esc}}}" if i % 2 == 1 and len(parts) % 2 == 1 else esc)
-    return "".join(out)
-
-
-def write_table(out: Path, name: str, df, float_format: str = ".4g") -> list[str]:
-    """Write a DataFrame as NAME.csv (full precision), NAME.md and NAME.tex (formatted)."""
-    out = Path(out)
-    index = df.index.name is not None or not isinstance(df.index, __import__("pandas").RangeIndex)
-    frame = df.reset_index() if index else df
-    buf = io.StringIO()
-    frame.to_csv(buf, index=False, float_format="%.10g", lineterminator="\n")
-    atomic_write_text(out / f"{name}.csv", buf.getvalue())
-
-    header = [str(c) for c in frame.columns]
-    rows = [[_fmt(v, float_format) for v in row] for row in frame.itertuples(index=False)]
-    md_cell = lambda text: text.replace("|", r"\|")  # noqa: E731  (a literal pipe ends a cell)
-    md = ["| " + " | ".join(map(md_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    md += ["| " + " | ".join(map(md_cell, r)) + " |" for r in rows]
-    atomic_write_text(out / f"{name}.md", "\n".join(md) + "\n")
-
-    align = "l" + "r" * (len(header) - 1)
-    tex = [r"\begin{tabular}{" + align + "}", r"\toprule",
-           " & ".join(_tex(h) for h in header) + r" \\", r"\midrule"]
-    tex += [" & ".join(_tex(c) for c in r) + r" \\" for r in rows]
-    tex += [r"\bottomrule", r"\end{tabular}"]
-    atomic_write_text(out / f"{name}.tex", "\n".join(tex) + "\n")
-    return [f"{name}.csv", f"{name}.md", f"{name}.tex"]
-
-
-def _write_figure(out: Path, name: str, fig) -> str:
-    import matplotlib.pyplot as plt
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
-    atomic_write_bytes(out / f"{name}.png", buf.getvalue())
-    return f"{name}.png"
+def records_frame(study: Study, rows: Sequence[Sequence]):
+    """One DataFrame of all records with the declared column order and dtypes."""
+    import pandas as pd
+    frame = pd.DataFrame(list(rows), columns=list(study.columns))
+    dtypes = {int: "int64", float: "float64", bool: "bool", str: object}
+    return frame.astype({c: dtypes[tp] for c, tp in study.columns.items()})
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,7 +422,9 @@ def _git_commit() -> str | None:
 # --------------------------------------------------------------------------------------------
 
 def default_cache_dir(out: Path) -> Path:
-    return Path(out) / ".cache"
+    """Cell and setup caches live beside the output folder, never inside it (so swapping the
+    finished outputs into place keeps them): ``OUT/../.simrec-cache``."""
+    return Path(out).absolute().parent / ".simrec-cache"
 
 
 def _cache_config(config, report_fields: Sequence[str]) -> dict:
@@ -457,87 +442,138 @@ def _cache_config(config, report_fields: Sequence[str]) -> dict:
     return out
 
 
-def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | None = None,
-        cache_dir: Path | str | None = None, progress: bool = True) -> RunSummary:
-    """Compute every cell of ``study`` under ``config`` (cached, resumable) and write the report.
+def _read_cache(path: Path, decode: Callable[[bytes], Any]):
+    """The decoded cache file, or None when it is absent or unreadable (with a warning)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        return decode(data)
+    except Exception as err:                    # noqa: BLE001 - any corruption means recompute
+        warnings.warn(f"cache file {path} is unreadable ({type(err).__name__}); recomputing it",
+                      CacheWarning, stacklevel=3)
+        return None
 
-    ``out`` receives the tables, figures, ``manifest.json`` and ``README.md``; cell caches go to
-    ``cache_dir`` (default ``out/.cache``). Re-running with the same config, seed and code reads
-    finished cells from the cache and recomputes only the missing ones.
+
+class SetupMemo:
+    """In-memory memo of study setups across the runs of one command (``run all``, sweeps)."""
+
+    def __init__(self):
+        self._values: dict[str, Any] = {}
+
+    def get(self, address: str):
+        return self._values.get(address)
+
+    def put(self, address: str, shared) -> None:
+        self._values = {address: shared}               # one at a time: setups can be large
+
+
+def _setup(study: Study, root, config, address: str, cache: Path, memo: SetupMemo | None, bar):
+    """(shared, how) for one run: from the memo, the disk cache, or built now."""
+    if study.setup is None:
+        return None, "none"
+    if memo is not None and (shared := memo.get(address)) is not None:
+        return shared, "memo"
+    path = cache / study.name / f"setup-{address[:24]}.pkl"
+    shared = _read_cache(path, pickle.loads) if study.cache_setup else None
+    how = "cached"
+    if shared is None:
+        bar.phase("setup (worlds, models) ...")
+        started = time.perf_counter()
+        shared = study.setup(root, config)
+        how = f"built in {time.perf_counter() - started:.1f}s"
+        if study.cache_setup:
+            atomic_write_bytes(path, pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL))
+    if memo is not None:
+        memo.put(address, shared)
+    return shared, how
+
+
+def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | None = None,
+        cache_dir: Path | str | None = None, progress: bool = True, memo: SetupMemo | None = None,
+        notes: Sequence[str] = ()) -> RunSummary:
+    """Set up, compute every cell of ``study`` under ``config`` (cached, resumable) and write the
+    report, records and manifest into ``out`` as one finished set (`OutputFolder`).
+
+    Cell and setup caches go to ``cache_dir`` (default `default_cache_dir`). Re-running with the
+    same config, seed and code reads finished cells from the cache and computes only the missing
+    ones. ``notes``: extra lines for the output README (e.g. real data that was not found).
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    out = Path(out)
+    seed = check_seed(seed)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(out)
     started = time.perf_counter()
     cells = [dict(c) for c in study.cells(config)]
     ids = [_digest(c) for c in cells]
     if len(set(ids)) != len(ids):
         raise ValueError(f"study {study.name!r} declares duplicate cells")
-    base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": int(seed),
-            "code": code_version(study)}
-    import jax
-    root = jax.random.key(int(seed))
-    bar = Progress(len(cells), study.name, enabled=progress)
-    results, computed = [], 0
-    for cell in cells:
-        path = cache / study.name / f"{_digest({**base, 'cell': cell})[:24]}.json"
-        if path.exists():
-            value = json.loads(path.read_text())["value"]
-        else:
-            value = to_json(study.compute(root, config, cell))
-            atomic_write_text(path, json.dumps({"cell": cell, "value": value}, allow_nan=True))
-            computed += 1
-        results.append(CellResult(cell, value))
-        bar.update(1, note=_canonical_json(cell)[:60])
+    version = code_version(study)
+    base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": seed,
+            "code": version}
+    with OutputFolder(out, f"{study.name}, preset {preset}, seed {seed}") as folder:
+        import jax
+        root = jax.random.key(seed)
+        bar = Progress(len(cells), study.name, enabled=progress)
+        rows, computed, paths = [], 0, []
+        setup_started = time.perf_counter()
+        try:
+            paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
+            cached = [_read_cache(p, lambda data: json.loads(data)["rows"]) for p in paths]
+            shared, how = (None, "not needed") if all(c is not None for c in cached) else \
+                _setup(study, root, config, _digest({**base, "setup": True}), cache, memo, bar)
+            setup_s = time.perf_counter() - setup_started
+            if study.setup is not None:
+                bar.phase(f"setup {how}; {sum(c is None for c in cached)} of {len(cells)} cells to compute")
+            for cell, path, hit in zip(cells, paths, cached):
+                fresh = hit is None
+                if fresh:
+                    hit = check_records(study, cell, study.compute(root, config, cell, shared))
+                    atomic_write_text(path, json.dumps({"cell": cell, "columns": list(study.columns),
+                                                        "rows": hit}, allow_nan=True))
+                    computed += 1
+                rows += hit
+                bar.update(1, note=_canonical_json(cell)[:60], computed=fresh)
+        except KeyboardInterrupt:
+            raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
 
-    report = study.report(config, results)
-    files: list[str] = []
-    for name, df in report.tables.items():
-        files += write_table(out, name, df, report.float_format)
-    for name, fig in report.figures.items():
-        files.append(_write_figure(out, name, fig))
-    wall = time.perf_counter() - started
-    manifest = {
-        "study": study.name, "preset": preset, "seed": int(seed),
-        "config": config_to_dict(config),
-        "cells": {"total": len(cells), "computed": computed, "cached": len(cells) - computed},
-        "wall_time_s": round(wall, 3),
-        "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(), "code_version": base["code"], "versions": _versions(),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,
-        "files": sorted(files),
-    }
-    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")
-    readme = [f"# {study.name}", "", study.description, ""]
-    if report.summary:
-        readme += [report.summary.strip(), ""]
-    readme += [f"Preset `{preset}`, seed {seed}; see `manifest.json` for the exact config.", "",
-               "Files:", ""] + [f"- [{f}]({f})" for f in sorted(files)]
-    atomic_write_text(out / "README.md", "\n".join(readme) + "\n")
-    return RunSummary(out, len(cells), computed, len(cells) - computed, wall, tuple(sorted(files)))
-
-
-def write_results_index(root: Path | str) -> Path:
-    """(Re)write ``root/README.md``: one row per study folder below ``root`` that has a manifest."""
-    root = Path(root)
-    rows = []
-    for manifest_path in sorted(root.glob("*/manifest.json")):
-        manifest = json.loads(manifest_path.read_text())
-        folder = manifest_path.parent.name
-        readme = manifest_path.parent / "README.md"
-        description = readme.read_text().split("\n")[2] if readme.exists() else ""
-        tables = ", ".join(f"[{f[:-3]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".md"))
-        figures = ", ".join(f"[{f[:-4]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".png"))
-        rows.append(f"| [{manifest['study']}]({folder}/README.md) | {description} | "
-                    f"{manifest.get('preset')} | {manifest['seed']} | {manifest['wall_time_s']:.0f} s | "
-                    f"{tables} | {figures} |")
-    text = ["# Results", "", "Committed outputs of every study at its default preset. Regenerate one "
-            "with `simrec run STUDY` (or all with `simrec run all`); each folder's `manifest.json` "
-            "holds the exact config, seed, package versions, git commit and wall time.", "",
-            "| study | what it shows | preset | seed | wall time | tables | figures |",
-            "|---|---|---|---|---|---|---|", *rows]
-    atomic_write_text(root / "README.md", "\n".join(text) + "\n")
-    return root / "README.md"
-
+        records = records_frame(study, rows)
+        report = study.report(config, records)
+        staging = folder.staging
+        files: list[str] = []
+        buf = io.StringIO()
+        records.to_csv(buf, index=False, lineterminator="\n")
+        atomic_write_text(staging / "records.csv", buf.getvalue())
+        files.append("records.csv")
+        for name, df in report.tables.items():
+            files += write_table(staging, name, df, report.float_format)
+        for name, fig in report.figures.items():
+            files.append(write_figure(staging, name, fig))
+        wall = time.perf_counter() - started
+        manifest = {
+            "study": study.name, "preset": preset, "seed": seed,
+            "config": config_to_dict(config),
+            "cells": {"total": len(cells), "computed": computed, "cached": len(cells) - computed},
+            "wall_time_s": round(wall, 3), "setup_s": round(setup_s, 3),
+            "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": _git_commit(), "code_version": version,
+            "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
+            "versions": _versions(),
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                        "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()]},
+            "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,
+            "records": {"file": "records.csv", "rows": len(records), "columns": {
+                c: tp.__name__ for c, tp in study.columns.items()}},
+            "files": sorted(files),
+        }
+        atomic_write_text(staging / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")
+        readme = [f"# {study.name}", "", study.description, ""]
+        if report.summary:
+            readme += [report.summary.strip(), ""]
+        readme += [f"- {note}" for note in notes] + ([""] if notes else [])
+        readme += [f"Preset `{preset}`, seed {seed}; see `manifest.json` for the exact config. "
+                   "`records.csv` holds every cell's tidy records (the input of every table).", "",
+                   "Files:", ""] + [f"- [{f}]({f})" for f in sorted(files)]
+        atomic_write_text(staging / "README.md", "\n".join(readme) + "\n")
+        folder.commit()
+    return RunSummary(Path(out), len(cells), computed, len(cells) - computed, wall, setup_s,
+                      tuple(sorted(files)))

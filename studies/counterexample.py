@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from simrec import ope
-from simrec.runner import CellResult, ConfigError, Report, Study, cell_key
+from simrec.runner import ConfigError, Report, Study, cell_key
 
 IDEALS = ("all viewed", "same discount")
 TABLE1_QUALITY = np.array([[1.0, 0.0], [1.0, 2.5]], np.float32)      # [context, item]
@@ -36,10 +36,10 @@ TABLE1_COLUMNS = ("DCG(x1)", "DCG(x2)", "nDCG(x1)", "nDCG(x2)", "DCG(X)", "nDCG(
 class CounterexampleConfig:
     """num_instances: random instances per shape. contexts, items, feed_lengths: the shapes
     searched (every combination with K <= items)."""
-    num_instances: int = 5_000
-    contexts: tuple[int, ...] = (1, 2, 3, 5)
-    items: tuple[int, ...] = (2, 3, 5)
-    feed_lengths: tuple[int, ...] = (1, 2, 3)
+    num_instances: int = 5_000                     # random instances per shape
+    contexts: tuple[int, ...] = (1, 2, 3, 5)       # numbers of contexts searched
+    items: tuple[int, ...] = (2, 3, 5)             # numbers of items searched
+    feed_lengths: tuple[int, ...] = (1, 2, 3)      # feed lengths K searched (K <= items)
 
     def __post_init__(self):
         if isinstance(self.num_instances, bool) or not isinstance(self.num_instances, int) \
@@ -78,21 +78,33 @@ def _per_context(quality, target_exposure, viewed, discount, ideal: str):
     return np.asarray(dcg, np.float64), np.asarray(ndcg, np.float64)
 
 
-def _table1() -> dict:
+def _table1() -> list[dict]:
+    """Records of Table 1: one per (ideal, model, column)."""
     discount = np.array([1.0, 0.0], np.float32)                      # top-1: only rank 1 viewed
     exposures = {"R": np.array([[1.0, 0.0], [1.0, 0.0]], np.float32),
                  "R'": np.array([[0.0, 1.0], [0.0, 1.0]], np.float32)}
     viewed = np.ones(TABLE1_QUALITY.shape, bool)
-    out = {}
+    out = []
     for ideal in IDEALS:
         for model, exp in exposures.items():
             dcg, ndcg = _per_context(TABLE1_QUALITY, exp, viewed, discount, ideal)
-            out[f"{ideal}|{model}"] = [*dcg, *ndcg, dcg.mean(), ndcg.mean()]
+            values = [*dcg, *ndcg, dcg.mean(), ndcg.mean()]
+            out += [_record("table1", statistic=column, value=v, ideal=ideal, model=model)
+                    for column, v in zip(TABLE1_COLUMNS, values)]
     return out
 
 
-def _search(key, config: CounterexampleConfig, contexts: int, items: int, feed_length: int) -> dict:
-    """Inversion counts for one shape. Arrays are zero-padded (and masked as not viewed) to the
+def _record(part: str, *, statistic: str, value: float, ideal: str = "", model: str = "",
+            shape: tuple[int, int, int] = (0, 0, 0), position: tuple[int, int] = (-1, -1)) -> dict:
+    """One tidy record (`COLUMNS`); shape = (contexts, items, feed_length) of a search cell,
+    position = (context, item) of an example quality."""
+    return {"part": part, "contexts": shape[0], "items": shape[1], "feed_length": shape[2],
+            "ideal": ideal, "model": model, "statistic": statistic, "context": position[0],
+            "item": position[1], "value": float(value)}
+
+
+def _search(key, config: CounterexampleConfig, contexts: int, items: int, feed_length: int) -> list[dict]:
+    """Inversion counts for one shape (and the first inverted instance), as records. Arrays are zero-padded (and masked as not viewed) to the
     config's largest shape, so every shape reuses one compilation."""
     T, C, n = config.num_instances, max(config.contexts), max(config.items)
     k_quality, k_rank = jax.random.split(key)
@@ -107,22 +119,24 @@ def _search(key, config: CounterexampleConfig, contexts: int, items: int, feed_l
     exposure[:, :, :contexts, :items] = discount[ranks]
     viewed[:, :, :contexts, :items] = True
 
-    result, first = {}, {}
+    shape, out = (contexts, items, feed_length), []
     for ideal in IDEALS:
         dcg, ndcg = (v.reshape(2, T, C)[:, :, :contexts].mean(-1) for v in _per_context(
             labels.reshape(-1, n), exposure.reshape(-1, n), viewed.reshape(-1, n), discount, ideal))
         inverted = (dcg[0] - dcg[1]) * (ndcg[0] - ndcg[1]) < 0
-        result[ideal] = {"inversions": int(inverted.sum()), "instances": T}
-        if inverted.any() and ideal == "all viewed":
+        out += [_record("search", statistic="inversions", value=int(inverted.sum()), ideal=ideal, shape=shape),
+                _record("search", statistic="instances", value=T, ideal=ideal, shape=shape)]
+        if inverted.any() and ideal == "all viewed":                  # the first inversion found
             i = int(np.argmax(inverted))
-            first = {"quality": np.round(quality[i].astype(np.float64), 3).tolist(), "dcg": dcg[:, i].tolist(),
-                     "ndcg": ndcg[:, i].tolist()}
-    if first:
-        result["example"] = first
-    return result
+            quality_i = np.round(quality[i].astype(np.float64), 3)
+            out += [_record("example", statistic="quality", value=quality_i[c, a], ideal=ideal, shape=shape,
+                            position=(c, a)) for c in range(contexts) for a in range(items)]
+            out += [_record("example", statistic=name, value=v[p, i], ideal=ideal, model=model, shape=shape)
+                    for name, v in (("DCG(X)", dcg), ("nDCG(X)", ndcg)) for p, model in enumerate("AB")]
+    return out
 
 
-def compute(key, config: CounterexampleConfig, cell: dict) -> dict:
+def compute(key, config: CounterexampleConfig, cell: dict, shared=None) -> list[dict]:
     """`key` is the run's root key; each search cell draws from its own `cell_key`, so adding or
     removing shapes never changes the other cells' instances."""
     if cell["part"] == "table1":
@@ -130,44 +144,36 @@ def compute(key, config: CounterexampleConfig, cell: dict) -> dict:
     return _search(cell_key(key, cell), config, cell["contexts"], cell["items"], cell["feed_length"])
 
 
-def _table1_markdown(table1: dict) -> str:
+def _table1_markdown(t1: pd.DataFrame) -> str:
     """Table 1 as recomputed (two decimals, as printed in the paper), under both ideals."""
     lines = ["| ideal | model | " + " | ".join(TABLE1_COLUMNS) + " |", "|---|---|" + "---|" * len(TABLE1_COLUMNS)]
-    for ideal in (*IDEALS, "paper (Table 1)"):
-        for model in ("R", "R'"):
-            values = TABLE1_PAPER[model] if ideal.startswith("paper") else table1[f"{ideal}|{model}"]
-            lines.append(f"| {ideal} | {model} | " + " | ".join(f"{v:.2f}" for v in values) + " |")
+    for row in t1.itertuples(index=False):
+        lines.append(f"| {row[0]} | {row[1]} | " + " | ".join(f"{v:.2f}" for v in row[2:]) + " |")
     return "\n".join(lines)
 
 
-def report(config: CounterexampleConfig, results: list[CellResult]) -> Report:
-    import matplotlib
-    matplotlib.use("Agg")
+def report(config: CounterexampleConfig, records: pd.DataFrame) -> Report:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    table1 = next(r.value for r in results if r.cell["part"] == "table1")
-    rows = []
-    for ideal in IDEALS:
-        for model in ("R", "R'"):
-            rows.append({"ideal": ideal, "model": model, **dict(zip(TABLE1_COLUMNS, table1[f"{ideal}|{model}"]))})
-    for model, values in TABLE1_PAPER.items():
-        rows.append({"ideal": "paper (Table 1)", "model": model, **dict(zip(TABLE1_COLUMNS, values))})
-    t1 = pd.DataFrame(rows)
+    table1 = records[records.part == "table1"].pivot_table(
+        index=["ideal", "model"], columns="statistic", values="value", sort=False)[list(TABLE1_COLUMNS)]
+    paper = pd.DataFrame(TABLE1_PAPER.values(), columns=list(TABLE1_COLUMNS),
+                         index=pd.MultiIndex.from_product([["paper (Table 1)"], list(TABLE1_PAPER)],
+                                                          names=["ideal", "model"]))
+    t1 = pd.concat([table1, paper]).reset_index()
+    t1.columns.name = None
     rounded = t1[t1.ideal == "all viewed"][list(TABLE1_COLUMNS)].round(2).to_numpy()
     matches = np.allclose(rounded, np.array(list(TABLE1_PAPER.values())))
 
-    search = []
-    for r in results:
-        if r.cell["part"] != "search":
-            continue
-        for ideal in IDEALS:
-            n, inv = r.value[ideal]["instances"], r.value[ideal]["inversions"]
-            rate = inv / n
-            search.append({"contexts": r.cell["contexts"], "items": r.cell["items"],
-                           "feed_length": r.cell["feed_length"], "ideal": ideal, "instances": n,
-                           "inversions": inv, "rate": rate, "rate_se": float(np.sqrt(rate * (1 - rate) / n))})
-    inv_table = pd.DataFrame(search)
+    counts = records[records.part == "search"].pivot_table(
+        index=["contexts", "items", "feed_length", "ideal"], columns="statistic", values="value",
+        sort=False).reset_index()
+    inv_table = counts.assign(instances=counts.instances.astype(int), inversions=counts.inversions.astype(int))
+    inv_table = inv_table[["contexts", "items", "feed_length", "ideal", "instances", "inversions"]]
+    inv_table = inv_table.assign(rate=inv_table.inversions / inv_table.instances)
+    inv_table = inv_table.assign(rate_se=np.sqrt(inv_table.rate * (1 - inv_table.rate) / inv_table.instances))
+    inv_table.columns.name = None
     single = inv_table[inv_table.contexts == 1]
     lemma51 = bool((single.inversions == 0).all()) if len(single) else None
 
@@ -180,14 +186,17 @@ def report(config: CounterexampleConfig, results: list[CellResult]) -> Report:
     ax.set_title("DCG/nDCG inversions between two random rankers")
     fig.tight_layout()
 
-    example = next((r for r in results if r.cell["part"] == "search" and "example" in r.value), None)
-    r, r_prime = table1["same discount|R"], table1["same discount|R'"]
+    example = records[records.part == "example"]
+    first = example.iloc[:1]
+    value = lambda ideal, model, column: float(t1[(t1.ideal == ideal) & (t1.model == model)][column].iloc[0])  # noqa: E731
+    r = [value("same discount", "R", c) for c in TABLE1_COLUMNS]
+    r_prime = [value("same discount", "R'", c) for c in TABLE1_COLUMNS]
     persists = r_prime[4] > r[4] and r[5] > r_prime[5]
     summary = [
         "Table 1 of Jeunen et al. (KDD'24) recomputed with `simrec.ope.trajectory_dcg` / "
         "`trajectory_ndcg`: " + ("the `all viewed` ideal reproduces the paper's values to two "
                                  "decimals." if matches else "**does not match the paper**."),
-        _table1_markdown(table1),
+        _table1_markdown(t1),
         f"Under the `same discount` ideal (top-1: iDCG = the best quality) nDCG(x₂) becomes "
         f"{r[3]:.2f} / {r_prime[3]:.2f} (R / R') and nDCG(X) {r[5]:.2f} / {r_prime[5]:.2f}; "
         + ("the inversion persists: R' has the higher DCG(X), R the higher nDCG(X)." if persists else
@@ -198,20 +207,27 @@ def report(config: CounterexampleConfig, results: list[CellResult]) -> Report:
            "one-context shapes were not searched." if lemma51 is None else
            "**one-context shapes show inversions, contradicting Lemma 5.1.**"),
     ]
-    if example is not None:
-        ex = example.value["example"]
-        summary.append(f"First inversion found ({example.cell['contexts']} contexts x "
-                       f"{example.cell['items']} items, K = {example.cell['feed_length']}, `all viewed`): "
-                       f"qualities {ex['quality']}, DCG(X) {ex['dcg'][0]:.3f} vs {ex['dcg'][1]:.3f}, "
-                       f"nDCG(X) {ex['ndcg'][0]:.3f} vs {ex['ndcg'][1]:.3f}.")
+    if len(first):
+        shape = first.iloc[0]
+        found = example[(example.contexts == shape.contexts) & (example["items"] == shape["items"])
+                        & (example.feed_length == shape.feed_length)]
+        quality = found[found.statistic == "quality"].pivot(index="context", columns="item", values="value")
+        stat = lambda name: found[found.statistic == name].set_index("model").value  # noqa: E731
+        dcg, ndcg = stat("DCG(X)"), stat("nDCG(X)")
+        summary.append(f"First inversion found ({shape.contexts} contexts x {shape['items']} items, "
+                       f"K = {shape.feed_length}, `all viewed`): qualities {quality.to_numpy().tolist()}, "
+                       f"DCG(X) {dcg['A']:.3f} vs {dcg['B']:.3f}, nDCG(X) {ndcg['A']:.3f} vs {ndcg['B']:.3f}.")
     return Report(tables={"table_table1": t1, "table_inversions": inv_table},
                   figures={"fig_inversions": fig}, summary="\n\n".join(summary), float_format=".3g")
 
+
+COLUMNS = {"part": str, "contexts": int, "items": int, "feed_length": int, "ideal": str, "model": str,
+           "statistic": str, "context": int, "item": int, "value": float}
 
 STUDY = Study(
     name="counterexample",
     description="nDCG orders policies inconsistently with DCG (Jeunen et al., KDD'24 Lemma 5.2, "
                 "Table 1), and how often random instances show it.",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(_table1_markdown,),
+    presets=PRESETS, cells=cells, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 8, "default": 15, "paper": 300},
 )

@@ -1,35 +1,121 @@
-"""CLI: listing, running, sweeping, and one-line errors with exit status 2."""
+"""CLI: discovery, running, sweeping, default output folders, and one-line errors (exit 2)."""
+import dataclasses
+import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from importlib import metadata
 
 import pytest
 
-import studies
 from simrec import cli
-from tests.test_runner import TOY, CALLS
+from tests.test_runner import CALLS, TOY
+
+OWN_STUDIES = {"correlation", "sensitivity", "unbiasedness", "counterexample", "opt_adg",
+               "valid_vs_test", "disagreement", "protocols", "fold_in"}
+
+
+def _entry(name: str, value: str, group: str) -> metadata.EntryPoint:
+    return metadata.EntryPoint(name=name, value=value, group=group)
 
 
 @pytest.fixture
 def toy_registry(monkeypatch):
-    monkeypatch.setitem(studies.STUDIES, "toy", "tests.test_runner")
-    original = studies.load_study
-    monkeypatch.setattr(studies, "load_study", lambda name: TOY if name == "toy" else original(name))
-    CALLS.update(n=0, fail_after=None)
+    """Only the toy study (and a twin with a report field) registered; benchmarks unchanged."""
+    original = cli.entry_points
+    grid = dataclasses.replace(TOY, name="grid", report_fields=("rates",))   # rates only choose cells
+    monkeypatch.setattr(sys.modules[__name__], "GRID", grid, raising=False)
+
+    def entry_points(group):
+        if group == cli.STUDY_GROUP:
+            return {"toy": _entry("toy", "tests.test_runner:TOY", group),
+                    "grid": _entry("grid", f"{__name__}:GRID", group)}
+        return original(group)
+
+    monkeypatch.setattr(cli, "entry_points", entry_points)
+    CALLS.update(n=0, setup=0, fail_after=None)
+
+
+def test_studies_are_found_through_entry_points_and_no_generic_studies_package_is_installed():
+    assert OWN_STUDIES <= set(cli.studies())
+    assert {"metrics", "feed", "opt_adg"} <= set(cli.entry_points(cli.BENCH_GROUP))
+    proc = subprocess.run([sys.executable, "-c", "import studies"], capture_output=True, text=True, cwd="/")
+    assert "No module named 'studies'" in proc.stderr
+    import simrec
+    for path, _, files in os.walk(os.path.dirname(simrec.__file__)):                 # the library never imports the studies
+        for name in files:
+            if name.endswith(".py"):
+                text = open(os.path.join(path, name)).read()
+                assert "import simrec_studies" not in text and "from simrec_studies" not in text, name
 
 
 def test_list_names_every_registered_study(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in studies.STUDIES:
+    for name in OWN_STUDIES:
         assert name in out
 
 
+def test_bare_command_prints_usage_and_commands(capsys):
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    for command in ("list", "show", "run", "sweep", "bench"):
+        assert command in out
+
+
+def test_version_and_python_dash_m():
+    proc = subprocess.run([sys.executable, "-m", "simrec", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.startswith("simrec ") and metadata.version("simrec") in proc.stdout
+
+
+def test_show_lists_presets_expected_times_and_every_config_key(toy_registry, capsys):
+    assert cli.main(["show", "toy"]) == 0
+    out = capsys.readouterr().out
+    assert "smoke    ~1 s" in out and "default  ~2 s" in out
+    assert "inner.scale" in out and "multiplies every value" in out and "draws per rate" in out
+    assert cli.main(["run", "toy", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--preset" in out and "inner.scale" in out
+
+
+def test_every_own_study_documents_every_config_key():
+    for name in sorted(OWN_STUDIES):
+        study = cli.load_study(name)
+        assert set(study.presets) >= {"smoke", "default"} and study.expected_seconds.get("default")
+        undocumented = [key for key, _, _, meaning in cli.config_help(study.preset("default")) if not meaning]
+        assert not undocumented, f"{name}: no meaning for {undocumented}"
+
+
+def test_benchmark_options_are_reachable_with_help(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["bench", "metrics", "--help"])
+    assert stop.value.code == 0
+    assert "--recpack-python" in capsys.readouterr().out                # the benchmark's own option
+    assert cli.main(["bench"]) == 0
+    assert "metrics" in capsys.readouterr().out
+
+
 def test_run_with_preset_seed_and_set(toy_registry, tmp_path, capsys):
-    code = cli.main(["run", "toy", "--preset", "smoke", "--seed", "4", "--out", str(tmp_path),
+    code = cli.main(["run", "toy", "--preset", "smoke", "--seed", "4", "--out", str(tmp_path / "o"),
                      "--set", "inner.scale=2", "--quiet"])
     assert code == 0
-    assert (tmp_path / "table_toy.csv").exists() and (tmp_path / "manifest.json").exists()
+    assert (tmp_path / "o" / "table_toy.csv").exists() and (tmp_path / "o" / "manifest.json").exists()
     assert "3 cells computed" in capsys.readouterr().out
+
+
+def test_without_out_only_the_default_run_writes_results(toy_registry, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "toy", "--preset", "smoke", "--quiet"]) == 0
+    assert cli.main(["run", "toy", "--set", "inner.scale=3", "--quiet"]) == 0
+    assert not (tmp_path / "results").exists()
+    assert (tmp_path / "runs" / "toy" / "smoke" / "manifest.json").exists()
+    (changed,) = [p for p in (tmp_path / "runs" / "toy").iterdir() if p.name.startswith("default-")]
+    assert json.loads((changed / "manifest.json").read_text())["config"]["inner"]["scale"] == 3
+    assert cli.main(["run", "toy", "--quiet"]) == 0
+    assert (tmp_path / "results" / "toy" / "manifest.json").exists()
+    assert "| default | 0 |" in (tmp_path / "results" / "README.md").read_text()
 
 
 def test_sweep_writes_one_folder_per_value_and_a_stacked_table(toy_registry, tmp_path):
@@ -45,10 +131,14 @@ def test_sweep_writes_one_folder_per_value_and_a_stacked_table(toy_registry, tmp
 @pytest.mark.parametrize("argv, message", [
     (["run", "nosuch"], "unknown study 'nosuch'; choose one of:"),
     (["run", "toy", "--preset", "huge"], "unknown preset 'huge'"),
-    (["run", "toy", "--set", "bogus=1"], "unknown config key 'bogus'; valid keys:"),
-    (["run", "toy", "--set", "draws=lots"], "config key 'draws' expects int"),
+    (["run", "toy", "--set", "bogus=1"], "study 'toy': unknown config key 'bogus'; valid keys:"),
+    (["run", "toy", "--set", "inner.days=abc"], "config key 'inner.days' expects int, got 'abc'"),
+    (["run", "all", "--set", "draws=0"], "study 'toy': draws must be >= 1"),
     (["run", "toy", "--set", "draws"], "--set expects key=value"),
-    (["run", "toy", "--seed", "x"], "invalid int value"),
+    (["run", "toy", "--seed", "x"], "--seed expects an integer in [0, 4294967295], got 'x'"),
+    (["run", "toy", "--seed", "99999999999999999999"], "--seed expects an integer in"),
+    (["run", "toy", "--seed", "-1"], "--seed expects an integer in"),
+    (["run", "toy", "--data-dir", "/nonexistent/data"], "--data-dir /nonexistent/data is not a folder"),
     (["sweep", "nope", "--study", "toy", "--values", "1"], "sweep field 'nope' is unknown"),
     (["bench", "nosuch"], "unknown benchmark 'nosuch'"),
     (["frobnicate"], "invalid choice"),
@@ -57,13 +147,32 @@ def test_errors_are_one_line_with_exit_status_2(toy_registry, argv, message, cap
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert CALLS["n"] == 0
+
+
+def test_output_problems_are_one_line_errors_before_any_cell(toy_registry, tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    for out, message in ((tmp_path / "file", "is a file, not a folder"),
+                         (tmp_path / "file" / "sub", "cannot create the output folder's parent")):
+        assert cli.main(["run", "toy", "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1
+    assert CALLS["n"] == 0 and CALLS["setup"] == 0
 
 
 def test_console_script_reports_errors_without_traceback():
-    proc = subprocess.run([sys.executable, "-m", "simrec.cli", "run", "nosuch"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "simrec", "run", "nosuch"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.startswith("simrec: error: unknown study") and "Traceback" not in proc.stderr
+
+
+def test_interrupt_message_says_what_is_cached(toy_registry, tmp_path, capsys):
+    CALLS.update(fail_after=0)
+    assert cli.main(["run", "toy", "--out", str(tmp_path / "a"), "--quiet"]) == 130
+    assert "no cell had finished, so nothing is cached" in capsys.readouterr().err
+    CALLS.update(n=0, fail_after=2)
+    assert cli.main(["run", "toy", "--out", str(tmp_path / "b"), "--quiet"]) == 130
+    assert "2 of 9 cells are cached; run the same command again to resume" in capsys.readouterr().err
 
 
 def test_sweep_values_expand_an_ellipsis_and_reject_an_open_end():
@@ -77,17 +186,31 @@ def test_sweep_values_expand_an_ellipsis_and_reject_an_open_end():
             cli._expand_values(bad.split(","))
 
 
-def test_sweep_of_a_report_field_computes_each_cell_once(toy_registry, tmp_path, monkeypatch, capsys):
-    import dataclasses
-    monkeypatch.setitem(studies.STUDIES, "grid", "tests.test_runner")
-    grid = dataclasses.replace(TOY, name="grid", report_fields=("rates",))   # rates only choose cells
-    original = studies.load_study
-    monkeypatch.setattr(studies, "load_study", lambda name: grid if name == "grid" else original(name))
-    code = cli.main(["sweep", "rates", "--study", "grid", "--values", "0.25,0.5,0.75,...,1,inf", "--preset", "smoke",
-                     "--out", str(tmp_path), "--quiet"])
+def test_sweep_of_a_report_field_computes_each_cell_once(toy_registry, tmp_path, capsys):
+    code = cli.main(["sweep", "rates", "--study", "grid", "--values", "0.25,0.5,0.75,...,1,inf",
+                     "--preset", "smoke", "--out", str(tmp_path), "--quiet"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "rates=all: 5 computed, 0 cached" in printed                    # 0.25, 0.5, 0.75, 1, inf at once
     assert "rates=inf: 0 computed, 1 cached" in printed and CALLS["n"] == 5
     stacked = (tmp_path / "table_toy.csv").read_text().splitlines()
     assert stacked[0].startswith("rates,rate,") and len(stacked) == 1 + 5
+
+
+def test_sigint_of_a_real_run_is_reported_truthfully(tmp_path):
+    """Ctrl-C while the first cell is still running: the message must not claim cached cells."""
+    code = ("import sys, time, dataclasses; from tests import test_runner as t; from simrec import cli\n"
+            "slow = dataclasses.replace(t.TOY, compute=lambda *a: (open(sys.argv[1], 'w').write('x'), time.sleep(60)))\n"
+            "cli.load_study = lambda name: slow\n"
+            "sys.exit(cli.main(['run', 'toy', '--out', sys.argv[2], '--quiet']))")
+    signal_file = tmp_path / "started"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(signal_file), str(tmp_path / "out")],
+                            stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
+    deadline = time.monotonic() + 120
+    while not signal_file.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "no cell had finished, so nothing is cached" in err and "Traceback" not in err

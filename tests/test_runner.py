@@ -1,29 +1,33 @@
-"""Runner: caching, resumption after a kill, byte-identical outputs, configs and overrides."""
-from dataclasses import dataclass, field
+"""Runner: the study protocol, caching, resumption, the code version, the output folder."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import jax
-import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import runner
-from simrec.runner import CellResult, ConfigError, Report, Study
-
-matplotlib.use("Agg")
+from simrec import output, runner
+from simrec.runner import ConfigError, OutputError, RecordError, Report, Study
 
 
 @dataclass(frozen=True)
 class Inner:
-    days: int = 3
-    scale: float = 1.0
+    days: int = 3          # days per cell
+    scale: float = 1.0     # multiplies every value
 
 
 @dataclass(frozen=True)
 class ToyConfig:
-    rates: tuple[float, ...] = (0.1, 0.5, 1.0)
-    draws: int = 3
+    rates: tuple[float, ...] = (0.1, 0.5, 1.0)   # one cell per rate and draw
+    draws: int = 3                               # draws per rate
     name: str = "toy"
     kind: Literal["a", "b"] = "a"
     flag: bool = False
@@ -34,32 +38,44 @@ class ToyConfig:
             raise ValueError(f"draws must be >= 1, got {self.draws}")
 
 
-CALLS = {"n": 0, "fail_after": None}
+CALLS = {"n": 0, "setup": 0, "fail_after": None}
 
 
 def toy_cells(config):
     return [{"rate": r, "draw": d} for r in config.rates for d in range(config.draws)]
 
 
-def toy_compute(key, config, cell):
+def toy_setup(key, config):
+    CALLS["setup"] += 1
+    return {"offset": float(jax.random.uniform(runner.shared_key(key, "world")))}
+
+
+def toy_compute(key, config, cell, shared):
     CALLS["n"] += 1
     if CALLS["fail_after"] is not None and CALLS["n"] > CALLS["fail_after"]:
         raise KeyboardInterrupt("simulated kill")
     x = jax.random.uniform(runner.cell_key(key, cell), (5,))
-    return {"value": float(cell["rate"] * x.mean() * config.inner.scale), "xs": x}
+    return [{"rate": cell["rate"], "draw": cell["draw"], "i": i,
+             "value": float(cell["rate"] * x[i] * config.inner.scale + shared["offset"])} for i in range(5)]
 
 
-def toy_report(config, results):
+def toy_report(config, records):
     import matplotlib.pyplot as plt
-    frame = pd.DataFrame([{**r.cell, "value": r.value["value"]} for r in results])
-    table = frame.groupby("rate", as_index=False)["value"].mean()
+    table = records.groupby("rate", as_index=False)["value"].mean()
     fig, ax = plt.subplots()
     ax.plot(table["rate"], table["value"])
     return Report(tables={"table_toy": table}, figures={"fig_toy": fig}, summary="A toy.")
 
 
 TOY = Study("toy", "a toy study", {"smoke": ToyConfig(draws=1), "default": ToyConfig()},
-            toy_cells, toy_compute, toy_report, source=__file__)
+            toy_cells, toy_compute, toy_report,
+            columns={"rate": float, "draw": int, "i": int, "value": float}, setup=toy_setup,
+            cache_setup=True, expected_seconds={"smoke": 1, "default": 2})
+
+
+@pytest.fixture(autouse=True)
+def _reset_calls():
+    CALLS.update(n=0, setup=0, fail_after=None)
 
 
 def _outputs(folder):
@@ -67,52 +83,74 @@ def _outputs(folder):
             if p.is_file() and p.name != "manifest.json"}
 
 
-def test_run_writes_tables_figures_manifest_and_readme(tmp_path):
-    CALLS.update(n=0, fail_after=None)
+def test_run_writes_tables_figures_records_manifest_and_readme(tmp_path):
     summary = runner.run(TOY, ToyConfig(), seed=3, out=tmp_path / "out", preset="default",
                          progress=False)
     files = _outputs(tmp_path / "out")
-    for name in ("table_toy.csv", "table_toy.md", "table_toy.tex", "fig_toy.png", "README.md"):
+    for name in ("table_toy.csv", "table_toy.md", "table_toy.tex", "fig_toy.png", "README.md", "records.csv"):
         assert name in files
     assert files["fig_toy.png"].startswith(b"\x89PNG")
-    manifest = __import__("json").loads((tmp_path / "out" / "manifest.json").read_text())
+    records = pd.read_csv(tmp_path / "out" / "records.csv")
+    assert list(records.columns) == ["rate", "draw", "i", "value"] and len(records) == 9 * 5
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["config"]["inner"]["days"] == 3
     assert manifest["cells"] == {"total": 9, "computed": 9, "cached": 0}
+    assert manifest["records"]["columns"] == {"rate": "float", "draw": "int", "i": "int", "value": "float"}
     assert {"python", "jax", "numpy"} <= set(manifest["versions"])
+    assert "tests.test_runner" in manifest["code_modules"]
     assert "wall_time_s" in manifest and "git_commit" in manifest
-    assert summary.cells_computed == 9
+    assert summary.cells_computed == 9 and CALLS["setup"] == 1
+    assert not (tmp_path / "out" / ".cache").exists()          # caches live beside, not inside
+    assert not list(tmp_path.glob(".out.incomplete-*"))
 
 
-def test_kill_mid_sweep_then_resume_gives_identical_outputs_and_no_partial_files(tmp_path):
-    CALLS.update(n=0, fail_after=None)
+def test_kill_mid_sweep_then_resume_gives_identical_outputs(tmp_path):
     runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "clean", progress=False)
 
     CALLS.update(n=0, fail_after=4)
-    with pytest.raises(KeyboardInterrupt):
-        runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "resumed", progress=False)
-    cached = list((tmp_path / "resumed" / ".cache" / "toy").glob("*.json"))
-    assert len(cached) == 4
-    assert not list((tmp_path / "resumed").rglob("*.tmp"))
-    assert not list((tmp_path / "resumed").glob("table*"))          # nothing half-written
+    with pytest.raises(runner.RunInterrupted) as stop:
+        runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "resumed", cache_dir=tmp_path / "c",
+                   progress=False)
+    assert (stop.value.cached, stop.value.total) == (4, 9)
+    assert len(list((tmp_path / "c" / "toy").glob("*.json"))) == 4
+    assert not (tmp_path / "resumed").exists()                  # nothing half-written
+    assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.glob(".resumed.incomplete-*"))
 
-    CALLS.update(n=0, fail_after=None)
-    summary = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "resumed", progress=False)
+    CALLS.update(n=0, fail_after=None, setup=0)
+    summary = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "resumed", cache_dir=tmp_path / "c",
+                         progress=False)
     assert (summary.cells_computed, summary.cells_cached) == (5, 4)
-    assert CALLS["n"] == 5
+    assert CALLS["n"] == 5 and CALLS["setup"] == 0              # the setup came from its disk cache
     assert _outputs(tmp_path / "clean") == _outputs(tmp_path / "resumed")
 
     CALLS.update(n=0)
-    again = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "resumed", progress=False)
+    again = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "resumed", cache_dir=tmp_path / "c",
+                       progress=False)
     assert again.cells_computed == 0 and CALLS["n"] == 0
     assert _outputs(tmp_path / "clean") == _outputs(tmp_path / "resumed")
 
 
+def test_setup_is_skipped_when_every_cell_is_cached_and_memoised_across_runs(tmp_path):
+    memo = runner.SetupMemo()
+    study = replace(TOY, cache_setup=False)
+    runner.run(study, ToyConfig(), out=tmp_path / "a", progress=False, memo=memo)
+    runner.run(study, ToyConfig(rates=(0.1, 0.5, 1.0, 2.0)), out=tmp_path / "b", progress=False, memo=memo)
+    runner.run(study, ToyConfig(), out=tmp_path / "a", progress=False)
+    assert CALLS["setup"] == 2                       # new config: a new setup; all cached: none
+
+
 def test_seed_and_config_change_the_cache_address(tmp_path):
-    CALLS.update(n=0, fail_after=None)
     a = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "a", progress=False)
     b = runner.run(TOY, ToyConfig(), seed=1, out=tmp_path / "a", progress=False)
     c = runner.run(TOY, ToyConfig(inner=Inner(scale=2.0)), seed=0, out=tmp_path / "a", progress=False)
     assert a.cells_computed == b.cells_computed == c.cells_computed == 9
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "3"])
+def test_seeds_are_validated(tmp_path, seed):
+    with pytest.raises(ConfigError, match="seed must be an integer in"):
+        runner.run(TOY, ToyConfig(), seed=seed, out=tmp_path / "x", progress=False)
+    assert CALLS["n"] == 0
 
 
 def test_cell_keys_are_deterministic_and_independent_of_other_cells():
@@ -125,6 +163,8 @@ def test_cell_keys_are_deterministic_and_independent_of_other_cells():
     assert not np.array_equal(k1, k3)
 
 
+# ---- configs --------------------------------------------------------------------------------
+
 def test_overrides_parse_types_and_nested_fields():
     cfg = runner.with_overrides(ToyConfig(), {"rates": "0.2,0.4", "inner.days": "7", "flag": "true",
                                               "kind": "b", "inner.scale": "inf"})
@@ -135,6 +175,7 @@ def test_overrides_parse_types_and_nested_fields():
 @pytest.mark.parametrize("overrides, message", [
     ({"nope": "1"}, "unknown config key 'nope'; valid keys: draws, flag, inner.days"),
     ({"inner.dayz": "1"}, "unknown config key 'inner.dayz'"),
+    ({"inner.days": "abc"}, "config key 'inner.days' expects int, got 'abc'"),      # prefix kept
     ({"draws": "many"}, "config key 'draws' expects int, got 'many'"),
     ({"flag": "maybe"}, "expects bool"),
     ({"kind": "c"}, "is not one of a, b"),
@@ -145,10 +186,51 @@ def test_bad_overrides_raise_config_errors(overrides, message):
         runner.with_overrides(ToyConfig(), overrides)
 
 
+def test_config_help_reads_each_fields_comment():
+    rows = {key: (tp, default, meaning) for key, tp, default, meaning in runner.config_help(ToyConfig())}
+    assert rows["draws"] == ("int", 3, "draws per rate")
+    assert rows["inner.scale"] == ("float", 1.0, "multiplies every value")
+    assert rows["name"] == ("str", "toy", "")
+
+
 def test_unknown_preset_names_the_choices():
     with pytest.raises(ConfigError, match="choose one of: smoke, default"):
         TOY.preset("huge")
 
+
+# ---- records --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("records, message", [
+    ({"rate": 1.0}, "must return a list of records"),
+    ([{"rate": 1.0, "draw": 0, "i": 0}], r"missing \['value'\]"),
+    ([{"rate": 1.0, "draw": 0, "i": 0, "value": 1.0, "extra": 1}], r"undeclared \['extra'\]"),
+    ([{"rate": 1.0, "draw": 0.5, "i": 0, "value": 1.0}], "column 'draw' is declared int"),
+    ([{"rate": 1.0, "draw": True, "i": 0, "value": 1.0}], "column 'draw' is declared int"),
+    ([{"rate": "x", "draw": 0, "i": 0, "value": 1.0}], "column 'rate' is declared float"),
+])
+def test_records_must_match_the_declared_columns(tmp_path, records, message):
+    bad = replace(TOY, compute=lambda key, config, cell, shared: records)
+    with pytest.raises(RecordError, match=message):
+        runner.run(bad, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    assert not list(tmp_path.rglob("*.tmp")) and not (tmp_path / "out").exists()
+
+
+def test_records_accept_numpy_and_jax_scalars_and_missing_floats():
+    rows = runner.check_records(TOY, {}, [{"rate": np.float32(0.5), "draw": np.int64(2), "i": jax.numpy.int32(1),
+                                           "value": None}])
+    assert rows[0][:3] == [0.5, 2, 1] and np.isnan(rows[0][3])
+    frame = runner.records_frame(TOY, rows)
+    assert list(frame.dtypes.astype(str)) == ["float64", "int64", "int64", "float64"]
+
+
+def test_study_declarations_are_validated():
+    with pytest.raises(ValueError, match="column 'x' has type"):
+        replace(TOY, columns={"x": list})
+    with pytest.raises(ValueError, match="needs a 'default' preset"):
+        replace(TOY, presets={"smoke": ToyConfig()})
+
+
+# ---- tables and index -----------------------------------------------------------------------
 
 def test_table_writers_format_and_escape(tmp_path):
     frame = pd.DataFrame({"metric": ["ADG_obs", "**best**"], "value": [0.123456, float("nan")],
@@ -162,67 +244,225 @@ def test_table_writers_format_and_escape(tmp_path):
     assert "0.123456" in csv
 
 
-def test_cell_results_must_be_json_serialisable(tmp_path):
-    bad = Study("bad", "d", {"default": ToyConfig(draws=1)}, toy_cells,
-                lambda key, config, cell: {"obj": object()}, toy_report, source=__file__)
-    with pytest.raises(TypeError):
-        runner.run(bad, ToyConfig(draws=1), out=tmp_path, progress=False)
-    assert not list(tmp_path.rglob("*.tmp"))
+def test_files_respect_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "out").iterdir():
+        assert path.stat().st_mode & 0o777 == 0o640, path
 
 
 def test_to_json_converts_arrays_and_non_finite_values():
     out = runner.to_json({"a": np.arange(3), "b": jax.numpy.float32(1.5), "c": (np.inf, np.nan)})
     assert out["a"] == [0, 1, 2] and out["b"] == 1.5 and out["c"][0] == float("inf")
-    assert isinstance(CellResult({"x": 1}, out).value, dict)
 
 
 def test_results_index_lists_every_study_folder(tmp_path):
-    CALLS.update(n=0, fail_after=None)
     runner.run(TOY, ToyConfig(draws=1), seed=0, out=tmp_path / "toy", preset="smoke", progress=False)
     index = runner.write_results_index(tmp_path).read_text()
     assert "| [toy](toy/README.md) | a toy study | smoke | 0 |" in index
     assert "[table_toy](toy/table_toy.md)" in index and "[fig_toy](toy/fig_toy.png)" in index
 
 
-def test_editing_report_code_keeps_the_cache_but_editing_compute_code_does_not(tmp_path):
-    module = tmp_path / "study_mod.py"
-    body = ("def compute(key, config, cell):\n    return {'v': 1}\n\n"
-            "def report(config, results):\n    return None\n")
-    module.write_text(body)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("study_mod", module)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    study = Study("m", "d", {}, toy_cells, mod.compute, mod.report, source=str(module))
-    before = runner.code_version(study)
-    module.write_text(body.replace("return None", "return 'changed'"))
-    assert runner.code_version(study) == before
-    module.write_text(body.replace("{'v': 1}", "{'v': 2}"))
-    assert runner.code_version(study) != before
+# ---- the cache ------------------------------------------------------------------------------
 
-
-def test_editing_a_dependency_changes_the_code_version(tmp_path):
-    shared = tmp_path / "shared_mod.py"
-    shared.write_text("SIZE = 1\n")
-    study = Study("m", "d", {}, toy_cells, lambda key, config, cell: {}, lambda config, results: None,
-                  dependencies=(str(shared),))
-    before = runner.code_version(study)
-    assert runner.code_version(study) == before
-    shared.write_text("SIZE = 2\n")
-    assert runner.code_version(study) != before
+def test_corrupt_cache_files_are_recomputed_with_a_warning_naming_them(tmp_path):
+    runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    victim = sorted((tmp_path / ".simrec-cache" / "toy").glob("*.json"))[0]
+    victim.write_text("{not json")
+    CALLS.update(n=0)
+    with pytest.warns(runner.CacheWarning, match=str(victim)):
+        summary = runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    assert summary.cells_computed == 1 and CALLS["n"] == 1
+    json.loads(victim.read_text())                                  # rewritten whole
 
 
 def test_report_fields_leave_the_cache_address_so_grid_points_are_shared(tmp_path):
-    import dataclasses
-    grid = dataclasses.replace(TOY, report_fields=("rates",))       # rates only choose cells
-    CALLS.update(n=0, fail_after=None)
-    first = runner.run(grid, ToyConfig(rates=(0.1, 0.5)), seed=0, out=tmp_path / "a", progress=False)
+    grid = replace(TOY, report_fields=("rates",))                   # rates only choose cells
+    cache = tmp_path / "cache"
+    first = runner.run(grid, ToyConfig(rates=(0.1, 0.5)), seed=0, out=tmp_path / "a", cache_dir=cache,
+                       progress=False)
     wider = runner.run(grid, ToyConfig(rates=(0.1, 0.5, 1.0)), seed=0, out=tmp_path / "b",
-                       cache_dir=tmp_path / "a" / ".cache", progress=False)
+                       cache_dir=cache, progress=False)
     assert (first.cells_computed, wider.cells_computed, wider.cells_cached) == (6, 3, 6)
     other = runner.run(grid, ToyConfig(rates=(1.0,), inner=Inner(scale=2.0)), seed=0, out=tmp_path / "c",
-                       cache_dir=tmp_path / "a" / ".cache", progress=False)
+                       cache_dir=cache, progress=False)
     assert other.cells_computed == 3                               # any other field still counts
     with pytest.raises(ValueError, match="report field 'inner.nope' is not a field"):
-        runner.run(dataclasses.replace(TOY, report_fields=("inner.nope",)), ToyConfig(), seed=0,
+        runner.run(replace(TOY, report_fields=("inner.nope",)), ToyConfig(), seed=0,
                    out=tmp_path / "d", progress=False)
+
+
+# ---- the code version: the closure of imported modules --------------------------------------
+
+def _package(tmp_path, monkeypatch, files: dict[str, str]):
+    """A throw-away package ``toypkg`` on sys.path with the given modules."""
+    root = tmp_path / "src" / "toypkg"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    for name, text in files.items():
+        (root / f"{name}.py").write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    for name in [m for m in sys.modules if m.split(".")[0] == "toypkg"]:
+        monkeypatch.delitem(sys.modules, name)
+    return root
+
+
+STUDY_MODULE = """
+    from dataclasses import dataclass
+    from simrec.runner import Report, Study
+    from toypkg import other_study
+
+    @dataclass(frozen=True)
+    class Config:
+        n: int = 3
+
+    def cells(config):
+        return [{"i": i} for i in range(3)]
+
+    def compute(key, config, cell, shared):
+        return [{"i": cell["i"], "value": other_study.value(cell["i"])}]
+
+    def report(config, records):
+        return Report(summary="v1")
+
+    STUDY = Study("closure", "d", {"default": Config()}, cells, compute, report,
+                  columns={"i": int, "value": float})
+"""
+
+
+def test_editing_a_helper_reached_only_through_another_study_recomputes_the_cells(tmp_path, monkeypatch):
+    root = _package(tmp_path, monkeypatch, {
+        "study": STUDY_MODULE,
+        "other_study": "from toypkg.helpers import scale\n\ndef value(i):\n    return scale(i)\n",
+        "helpers": "def scale(i):\n    return 1.0 * i\n",
+        "unrelated": "X = 1\n",
+    })
+    import importlib
+    study = importlib.import_module("toypkg.study").STUDY
+    modules = runner.module_closure("toypkg.study", ("toypkg", "simrec"))
+    assert {"toypkg.study", "toypkg.other_study", "toypkg.helpers", "toypkg"} <= set(modules)
+    assert "toypkg.unrelated" not in modules and "simrec.runner" not in modules
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert runner.run(study, study.presets['default'], out=out, cache_dir=cache, progress=False).cells_computed == 3
+    assert runner.run(study, study.presets['default'], out=out, cache_dir=cache, progress=False).cells_computed == 0
+    (root / "unrelated.py").write_text("X = 2\n")
+    assert runner.run(study, study.presets['default'], out=out, cache_dir=cache, progress=False).cells_computed == 0
+    (root / "helpers.py").write_text("def scale(i):\n    return 2.0 * i   # changed\n")
+    assert runner.run(study, study.presets['default'], out=out, cache_dir=cache, progress=False).cells_computed == 3
+
+
+def test_editing_only_the_report_function_keeps_the_cache(tmp_path, monkeypatch):
+    root = _package(tmp_path, monkeypatch, {"study": STUDY_MODULE, "other_study": "def value(i):\n    return i\n"})
+    import importlib
+    study = importlib.import_module("toypkg.study").STUDY
+    before = runner.code_version(study)
+    text = (root / "study.py").read_text()
+    (root / "study.py").write_text(text.replace('summary="v1"', 'summary="v2"'))
+    assert runner.code_version(study) == before
+    (root / "study.py").write_text(text.replace("range(3)", "range(4)"))
+    assert runner.code_version(study) != before
+
+
+# ---- the output folder: one run, whole ------------------------------------------------------
+
+def test_a_run_killed_during_its_report_leaves_the_previous_run_whole(tmp_path):
+    out = tmp_path / "out"
+    runner.run(TOY, ToyConfig(draws=3), out=out, progress=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def dying_report(config, records):
+        toy_report(config, records)
+        raise KeyboardInterrupt("killed while writing the report")
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(replace(TOY, report=dying_report), ToyConfig(draws=1), out=out, progress=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert json.loads((out / "manifest.json").read_text())["config"]["draws"] == 3
+
+
+def test_a_rerun_removes_files_the_new_run_does_not_write(tmp_path):
+    out = tmp_path / "out"
+    runner.run(TOY, ToyConfig(), out=out, progress=False)
+    (out / "table_stale.csv").write_text("old")
+    runner.run(TOY, ToyConfig(), out=out, progress=False)
+    assert not (out / "table_stale.csv").exists()
+
+
+def test_a_second_run_into_a_locked_folder_refuses_before_computing(tmp_path):
+    with runner.OutputFolder(tmp_path / "out", "first run"):
+        with pytest.raises(OutputError, match="another simrec run .* is writing to"):
+            runner.run(TOY, ToyConfig(), out=tmp_path / "out", progress=False)
+    assert CALLS["n"] == 0 and CALLS["setup"] == 0
+    runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)     # lock released
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_text("x"), "is a file, not a folder"),
+    (lambda p: (p.mkdir(), (p / "notes.txt").write_text("mine")), "no simrec run wrote"),
+])
+def test_unusable_output_folders_fail_before_the_first_cell(tmp_path, make, message):
+    make(tmp_path / "out")
+    with pytest.raises(OutputError, match=message):
+        runner.run(TOY, ToyConfig(), out=tmp_path / "out", progress=False)
+    assert CALLS["n"] == 0 and CALLS["setup"] == 0
+
+
+def test_an_output_folder_below_a_file_is_a_one_line_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputError, match="cannot create the output folder's parent"):
+        runner.run(TOY, ToyConfig(), out=tmp_path / "file" / "sub" / "out", progress=False)
+
+
+KILLED_STUDY = """
+    import os, time
+    from dataclasses import dataclass
+    from pathlib import Path
+    from simrec.runner import Report, Study
+
+    @dataclass(frozen=True)
+    class Config:
+        n: int = 3
+
+    def cells(config):
+        return [{"i": i} for i in range(3)]
+
+    def compute(key, config, cell, shared):
+        if cell["i"] == 1 and "SIGNAL_FILE" in os.environ:           # only in the killed child
+            Path(os.environ["SIGNAL_FILE"]).write_text("ready")
+            time.sleep(60)
+        return [{"i": cell["i"]}]
+
+    def report(config, records):
+        return Report()
+
+    STUDY = Study("killed", "d", {"default": Config()}, cells, compute, report, columns={"i": int})
+"""
+
+
+def test_a_killed_first_run_leaves_only_a_folder_marked_incomplete(tmp_path, monkeypatch):
+    _package(tmp_path, monkeypatch, {"killed": KILLED_STUDY})
+    signal_file, out = tmp_path / "ready", tmp_path / "results" / "killed"
+    code = ("import toypkg.killed as m; from simrec import runner; "
+            f"runner.run(m.STUDY, m.Config(), out={str(out)!r}, progress=False)")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "src"), "SIGNAL_FILE": str(signal_file)}
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not signal_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never reached cell 1"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        proc.kill()
+    assert not out.exists()
+    (staging,) = out.parent.glob(".killed.incomplete-*")
+    assert "unfinished simrec run" in (staging / output.INCOMPLETE_MARKER).read_text()
+    assert len(list((out.parent / ".simrec-cache" / "killed").glob("*.json"))) == 1    # cell 0 kept
+    import toypkg.killed as killed
+    summary = runner.run(killed.STUDY, killed.Config(), out=out, progress=False)
+    assert (summary.cells_computed, summary.cells_cached) == (2, 1)
+    assert not list(out.parent.glob(".killed.incomplete-*")) and (out / "manifest.json").exists()

@@ -3,12 +3,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from simrec import runner
 from simrec.runner import ConfigError, run
-from studies import counterexample as study
+from simrec_studies import counterexample as study
+
+
+def _table1_values() -> dict:
+    """``{"ideal|model": [the six Table 1 columns]}`` from the study's records."""
+    frame = runner.records_frame(study.STUDY, runner.check_records(study.STUDY, {}, study._table1()))
+    return {f"{ideal}|{model}": group.set_index("statistic").value[list(study.TABLE1_COLUMNS)].to_numpy()
+            for (ideal, model), group in frame.groupby(["ideal", "model"])}
 
 
 def test_table1_reproduces_the_paper_exactly():
-    values = study._table1()
+    values = _table1_values()
     for model, paper in study.TABLE1_PAPER.items():
         np.testing.assert_allclose(np.round(values[f"all viewed|{model}"], 2), paper, atol=1e-12)
     # same-discount ideal (top-1: iDCG = max quality): 0.40 / 1.00 for x2, aggregates 0.70 vs 0.50
@@ -44,7 +52,7 @@ def test_search_cells_use_their_own_cell_key():
     config = study.CounterexampleConfig(num_instances=300, contexts=(2,), items=(2, 3), feed_lengths=(1,))
     root = jax.random.key(0)
     cells = [c for c in study.cells(config) if c["part"] == "search"]
-    got = [study.compute(root, config, c) for c in cells]
+    got = [study.compute(root, config, c, None) for c in cells]
     for cell, value in zip(cells, got):
         assert value == study._search(cell_key(root, cell), config, cell["contexts"], cell["items"], cell["feed_length"])
     assert got[0] != study._search(root, config, 2, 2, 1)            # not the root key itself
@@ -53,10 +61,11 @@ def test_search_cells_use_their_own_cell_key():
 def test_search_reports_a_real_inversion():
     config = study.CounterexampleConfig(num_instances=2_000, contexts=(2,), items=(2,), feed_lengths=(1,))
     import jax
-    result = study._search(jax.random.key(3), config, 2, 2, 1)
-    example = result["example"]
-    (dcg_a, dcg_b), (ndcg_a, ndcg_b) = example["dcg"], example["ndcg"]
+    records = pd.DataFrame(study._search(jax.random.key(3), config, 2, 2, 1))
+    example = records[records.part == "example"].set_index(["statistic", "model"]).value
+    (dcg_a, dcg_b), (ndcg_a, ndcg_b) = example["DCG(X)"][["A", "B"]], example["nDCG(X)"][["A", "B"]]
     assert (dcg_a - dcg_b) * (ndcg_a - ndcg_b) < 0
+    assert len(records[records.statistic == "quality"]) == 2 * 2          # contexts x items
 
 
 @pytest.mark.parametrize("bad", [dict(num_instances=0), dict(items=()), dict(feed_lengths=(0,)),
@@ -64,3 +73,11 @@ def test_search_reports_a_real_inversion():
 def test_invalid_config_raises(bad):
     with pytest.raises(ConfigError):
         study.CounterexampleConfig(**bad)
+
+
+def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
+    import jax
+    config = study.CounterexampleConfig(num_instances=50, contexts=(2,), items=(2,), feed_lengths=(1,))
+    for cell in study.cells(config):
+        runner.check_records(study.STUDY, cell, study.compute(jax.random.key(0), config, cell, None))
+    assert not [name for name, value in vars(study).items() if hasattr(value, "cache_info")]

@@ -1,0 +1,216 @@
+"""Writing a run's outputs: atomic files with the usual permissions, tables as CSV + Markdown +
+LaTeX, figures as PNG, the staged-and-swapped output folder with its lock, and the results index."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
+           "atomic_write_text", "write_table", "write_figure", "write_results_index"]
+
+
+class OutputError(OSError):
+    """The output folder cannot be used (a file, unwritable, locked by another run)."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename; the
+    file gets the usual permissions (0666 less the umask), not `mkstemp`'s 0600."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _fmt(value, float_format: str) -> str:
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return "–"
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        return format(float(value), float_format)
+    return str(value)
+
+
+_TEX_ESCAPE = {"|": r"$|$", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "$": r"\$", "∞": r"$\infty$",
+               "†": r"$^\dagger$", "–": "--", "−": "-", "±": r"$\pm$", "≤": r"$\le$", "≥": r"$\ge$",
+               "⁺": r"$^+$", "₀": r"$_0$", "τ": r"$\tau$", "ε": r"$\varepsilon$", "∖": r"$\setminus$",
+               "×": r"$\times$", "Δ": r"$\Delta$"}
+
+
+def _tex(text: str) -> str:
+    # **bold** markers (Markdown) become \textbf{...}
+    parts = text.split("**")
+    out = []
+    for i, part in enumerate(parts):
+        esc = "".join(_TEX_ESCAPE.get(ch, ch) for ch in part)
+        out.append(f"\\textbf{{{esc}}}" if i % 2 == 1 and len(parts) % 2 == 1 else esc)
+    return "".join(out)
+
+
+def write_table(out: Path, name: str, df, float_format: str = ".4g") -> list[str]:
+    """Write a DataFrame as NAME.csv (full precision), NAME.md and NAME.tex (formatted)."""
+    import pandas as pd
+    out = Path(out)
+    index = df.index.name is not None or not isinstance(df.index, pd.RangeIndex)
+    frame = df.reset_index() if index else df
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.10g", lineterminator="\n")
+    atomic_write_text(out / f"{name}.csv", buf.getvalue())
+
+    header = [str(c) for c in frame.columns]
+    rows = [[_fmt(v, float_format) for v in row] for row in frame.itertuples(index=False)]
+    md_cell = lambda text: text.replace("|", r"\|")  # noqa: E731  (a literal pipe ends a cell)
+    md = ["| " + " | ".join(map(md_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    md += ["| " + " | ".join(map(md_cell, r)) + " |" for r in rows]
+    atomic_write_text(out / f"{name}.md", "\n".join(md) + "\n")
+
+    align = "l" + "r" * (len(header) - 1)
+    tex = [r"\begin{tabular}{" + align + "}", r"\toprule",
+           " & ".join(_tex(h) for h in header) + r" \\", r"\midrule"]
+    tex += [" & ".join(_tex(c) for c in r) + r" \\" for r in rows]
+    tex += [r"\bottomrule", r"\end{tabular}"]
+    atomic_write_text(out / f"{name}.tex", "\n".join(tex) + "\n")
+    return [f"{name}.csv", f"{name}.md", f"{name}.tex"]
+
+
+def write_figure(out: Path, name: str, fig) -> str:
+    import matplotlib.pyplot as plt
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    atomic_write_bytes(out / f"{name}.png", buf.getvalue())
+    return f"{name}.png"
+
+
+INCOMPLETE_MARKER = "INCOMPLETE-RUN.txt"
+
+
+class OutputFolder:
+    """Stage a run's files and swap the finished set into ``out`` as a whole.
+
+    While running, files go to a hidden sibling ``.NAME.incomplete-PID/`` holding
+    ``INCOMPLETE-RUN.txt``; `commit` renames the old folder away, the staged one into place and
+    deletes the old one, so ``out`` only ever holds one finished run (files the new run does not
+    write disappear). A lock (``.NAME.lock``, released by the OS when the process dies) makes a
+    second run into the same folder refuse. Every problem is an `OutputError` raised before any
+    cell is computed.
+    """
+
+    def __init__(self, out: Path | str, description: str = ""):
+        self.out = Path(out).absolute()
+        self.description = description
+        self.staging = self.out.parent / f".{self.out.name}.incomplete-{os.getpid()}"
+        self._lock = None
+
+    def __enter__(self) -> "OutputFolder":
+        import fcntl
+        out = self.out
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise OutputError(f"cannot create the output folder's parent {out.parent}: "
+                              f"{err.strerror or err}; choose another --out") from None
+        if out.exists() and not out.is_dir():
+            raise OutputError(f"--out {out} is a file, not a folder; choose another --out")
+        if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
+            raise OutputError(f"--out {out} is a non-empty folder that no simrec run wrote (no "
+                              f"manifest.json); choose an empty or new folder")
+        if not os.access(out.parent, os.W_OK | os.X_OK):
+            raise OutputError(f"cannot write to {out.parent}; choose another --out")
+        lock_path = out.parent / f".{out.name}.lock"
+        try:
+            self._lock = open(lock_path, "a+")
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.seek(0)
+            owner = self._lock.read().strip() or "another process"
+            self._lock.close()
+            self._lock = None
+            raise OutputError(f"another simrec run ({owner}) is writing to {out}; wait for it to "
+                              f"finish or choose another --out") from None
+        except OSError as err:
+            raise OutputError(f"cannot lock {lock_path}: {err.strerror or err}") from None
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(f"pid {os.getpid()}")
+        self._lock.flush()
+        for stale in out.parent.glob(f".{out.name}.incomplete-*"):   # killed runs (we hold the lock)
+            shutil.rmtree(stale, ignore_errors=True)
+        for stale in out.parent.glob(f".{out.name}.old-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        self.staging.mkdir()
+        atomic_write_text(self.staging / INCOMPLETE_MARKER,
+                          f"An unfinished simrec run ({self.description}, pid {os.getpid()}, started "
+                          f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}"
+                          f"). Its files are not results; the finished run replaces this folder.\n")
+        return self
+
+    def commit(self) -> None:
+        """Swap the staged files into place (the old folder, if any, is removed)."""
+        (self.staging / INCOMPLETE_MARKER).unlink()
+        old = self.out.parent / f".{self.out.name}.old-{os.getpid()}"
+        if self.out.exists():
+            os.rename(self.out, old)
+        os.rename(self.staging, self.out)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and self.staging.exists():
+            shutil.rmtree(self.staging, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()                 # releases the flock
+            self._lock = None
+
+
+def write_results_index(root: Path | str) -> Path:
+    """(Re)write ``root/README.md``: one row per study folder below ``root`` that has a manifest."""
+    root = Path(root)
+    rows = []
+    for manifest_path in sorted(root.glob("*/manifest.json")):
+        manifest = json.loads(manifest_path.read_text())
+        folder = manifest_path.parent.name
+        readme = manifest_path.parent / "README.md"
+        description = readme.read_text().split("\n")[2] if readme.exists() else ""
+        tables = ", ".join(f"[{f[:-3]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".md"))
+        figures = ", ".join(f"[{f[:-4]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".png"))
+        rows.append(f"| [{manifest['study']}]({folder}/README.md) | {description} | "
+                    f"{manifest.get('preset')} | {manifest['seed']} | {manifest['wall_time_s']:.0f} s | "
+                    f"{tables} | {figures} |")
+    text = ["# Results", "", "Committed outputs of every study at its default preset. Regenerate one "
+            "with `simrec run STUDY` (or all with `simrec run all`); each folder's `manifest.json` "
+            "holds the exact config, seed, package versions, git commit and wall time, and "
+            "`records.csv` the tidy records every table is computed from.", "",
+            "| study | what it shows | preset | seed | wall time | tables | figures |",
+            "|---|---|---|---|---|---|---|", *rows]
+    atomic_write_text(root / "README.md", "\n".join(text) + "\n")
+    return root / "README.md"
