@@ -106,7 +106,11 @@ def cmd_list(args) -> int:
     found = studies()
     width = max(map(len, found), default=0)
     for name in found:
-        print(f"{name:<{width}}  {load_study(name).description}")
+        try:
+            description = load_study(name).description
+        except Exception as err:               # noqa: BLE001 - one broken plugin must not hide the rest
+            description = f"(cannot be loaded: {type(err).__name__}: {err})"
+        print(f"{name:<{width}}  {description}")
     benches = entry_points(BENCH_GROUP)
     if benches:
         print("\nbenchmarks (simrec bench NAME --help): " + ", ".join(benches))
