@@ -57,14 +57,26 @@ def _field_comments(cls) -> dict[str, str]:
     return out
 
 
+def _docstring_fields(cls) -> dict[str, str]:
+    """``{field: text}`` from class docstring lines ``name: text`` or ``a, b: text``."""
+    out = {}
+    for line in inspect.cleandoc(cls.__doc__ or "").splitlines():
+        head, sep, text = line.partition(": ")
+        names = [n.strip() for n in head.split(",")]
+        if sep and text and all(n.isidentifier() for n in names):
+            for name in names:
+                out.setdefault(name, text.strip())
+    return out
+
+
 def config_help(config, prefix: str = "") -> list[tuple[str, str, Any, str]]:
     """``(dotted key, type name, default, meaning)`` for every leaf field of a config.
 
-    The meaning comes from ``field(metadata={"help": ...})`` or the field's comment in the class
-    source; ``""`` where neither exists."""
+    The meaning comes from ``field(metadata={"help": ...})``, the field's comment in the class
+    source, or a ``name: text`` line of the class docstring; ``""`` where none exists."""
     out = []
     hints = typing.get_type_hints(type(config))
-    comments = _field_comments(type(config))
+    comments = {**_docstring_fields(type(config)), **_field_comments(type(config))}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):

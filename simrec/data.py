@@ -1,17 +1,28 @@
 """Real interaction data: MovieLens-style files -> a sparse user x item matrix with id maps.
 
-Three layouts are read, each holding the columns user, item[, rating[, timestamp]] in this order:
+Three layouts are read, each holding the columns user, item[, rating[, timestamp]]:
 
-* ``"csv"``: comma-separated with one header line (names free, columns taken by position), e.g.
-  MovieLens ``ratings.csv`` (``userId,movieId,rating,timestamp``);
-* ``"tsv"``: tab-separated without header, e.g. MovieLens-100K ``u.data``;
-* ``"dat"``: ``::``-separated without header, e.g. MovieLens-1M/10M ``ratings.dat``.
+* ``"csv"``: comma-separated with one header line, e.g. MovieLens ``ratings.csv``
+  (``userId,movieId,rating,timestamp``);
+* ``"tsv"``: tab-separated, e.g. MovieLens-100K ``u.data`` (no header) or HetRec
+  ``user_artists.dat`` (header ``userID<TAB>artistID<TAB>weight``);
+* ``"dat"``: ``::``-separated, e.g. MovieLens-1M/10M ``ratings.dat`` (no header).
+
+A header line is read by name, in any column order: each name must be one of `COLUMN_NAMES`
+(compared case-insensitively, ignoring ``_``, ``-``, ``.``, spaces and quotes, so ``userId``,
+``user_id`` and ``USER ID`` are all the user), user and item are required, and a header with
+an unknown or repeated name or without user or item is refused with one line naming the file,
+the header and the names expected. A file without a header is read by position: user, item[,
+rating[, timestamp]]. Whether line 1 is a header is ``header=``; by default a csv file must have
+one and a tsv or dat file has one exactly when no field of line 1 is a number.
 
 Ids are integers when every id in the column is one, text otherwise; rows and columns are the
 users and items in increasing id order. A file without a rating column gets rating 1.0 for every
-listed pair. A malformed file (a missing or extra field, a non-numeric rating or timestamp, a blank
-line inside the data, a repeated (user, item) pair, an empty file) raises ValueError naming the
-file and the 1-based line number.
+listed pair. Timestamps must be integers (e.g. Unix seconds, kept exact up to int64): text dates
+are not parsed; convert them first (e.g. ``pandas.to_datetime(...).astype("int64")``). A
+malformed file (a missing or extra field, a non-numeric rating or timestamp, a blank line inside
+the data, a repeated (user, item) pair, an empty file) raises ValueError naming the file and the
+1-based line number.
 
 Preprocessing follows the papers: `binarize` keeps ratings >= a threshold as positives (Lim §6:
 4 and 5 stars; Jeunen App. A: ratings >= 4), `filter_min_counts` takes the (min_user, min_item)
@@ -28,14 +39,23 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from simrec import validate
+
 __all__ = [
-    "FORMATS", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
+    "FORMATS", "COLUMN_NAMES", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
     "filter_ratings", "filter_min_counts", "densify_top",
 ]
 
 FORMATS = ("csv", "tsv", "dat")
 _SEPARATORS = {"csv": ",", "tsv": "\t", "dat": "::"}
 _COLUMNS = ("user", "item", "rating", "timestamp")
+COLUMN_NAMES = {     # header names of each column, normalised by `_normalise_name`
+    "user": ("user", "userid", "uid", "u", "username", "customerid", "reviewerid", "visitorid"),
+    "item": ("item", "itemid", "iid", "i", "movieid", "artistid", "trackid", "songid", "productid",
+             "bookid", "isbn", "asin", "businessid"),
+    "rating": ("rating", "score", "weight", "count", "r", "stars", "playcount", "value"),
+    "timestamp": ("timestamp", "time", "ts", "t", "unixtime", "unixreviewtime"),
+}
 
 
 @dataclass(frozen=True)
@@ -76,6 +96,8 @@ def _detect_format(path: Path, first_line: str) -> str:
     """The layout from the file name (``*.csv``, ``*.dat``, ``*.tsv``, ``u.data``) or else
     from the separator found in the first line."""
     suffix = path.suffix.lower()
+    if suffix == ".dat" and "::" not in first_line and "\t" in first_line:
+        return "tsv"                                  # e.g. HetRec's tab-separated *.dat files
     if suffix in (".csv", ".tsv", ".dat"):
         return suffix[1:]
     if path.name == "u.data":
@@ -154,15 +176,45 @@ def _numbers(column: pd.Series, path: Path, first_line: int, what: str) -> np.nd
 
 
 def _timestamps(column: pd.Series, path: Path, first_line: int) -> np.ndarray:
-    """i64 timestamps (kept exact when the column parses as integers, e.g. nanoseconds)."""
-    if np.issubdtype(column.dtype, np.integer):
+    """i64 timestamps (kept exact when the column parses as integers, e.g. nanoseconds); text
+    (e.g. ISO dates) is an error naming the line."""
+    if pd.api.types.is_integer_dtype(column.dtype):
         return column.to_numpy(dtype=np.int64)
-    stamps = _numbers(column, path, first_line, "timestamp")
-    fractional = stamps != np.floor(stamps)
-    if fractional.any():
-        row = int(np.flatnonzero(fractional)[0])
-        raise _fail(path, row + first_line, f"timestamp {stamps[row].item()!r} is not an integer")
+    stamps = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(stamps) | (stamps != np.floor(stamps))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raw = column.iloc[row]
+        problem = "missing timestamp" if pd.isna(raw) else (
+            f"timestamp {raw!r} is not an integer; timestamps must be whole numbers (e.g. Unix "
+            f"seconds): convert text dates first, e.g. with pandas.to_datetime(...).astype('int64')")
+        raise _fail(path, row + first_line, problem)
     return stamps.astype(np.int64)
+
+
+def _normalise_name(name: str) -> str:
+    """A header name compared case-insensitively, without quotes, spaces, '_', '-' or '.'."""
+    return re.sub(r"[\s_\-.\"']", "", name).lower()
+
+
+def _header_columns(path: Path, line: str, fields: list[str]) -> dict[str, int]:
+    """{column: position} of the header `fields` (module docstring), or a one-line ValueError
+    naming the file, the header and the expected names."""
+    role_of = {name: role for role, names in COLUMN_NAMES.items() for name in names}
+    roles = [role_of.get(_normalise_name(field)) for field in fields]
+    unknown = [field for field, role in zip(fields, roles) if role is None]
+    repeated = sorted({role for role in roles if role is not None and roles.count(role) > 1})
+    missing = [role for role in ("user", "item") if role not in roles]
+    if unknown or repeated or missing:
+        problem = "; ".join(
+            ([f"unknown name(s) {', '.join(map(repr, unknown))}"] if unknown else [])
+            + [f"more than one {role} column" for role in repeated]
+            + ([f"no {' and no '.join(missing)} column"] if missing else []))
+        expected = "; ".join(f"{role}: {', '.join(names)}" for role, names in COLUMN_NAMES.items())
+        raise _fail(path, 1, f"cannot read header {line!r}: {problem}. Expected names (any case, '_' "
+                    f"ignored) for user and item, optionally rating and timestamp: {expected}; "
+                    f"rename the columns, or pass header=False if line 1 is data")
+    return {role: position for position, role in enumerate(roles)}
 
 
 def _first_line(path: Path) -> str:
@@ -172,12 +224,14 @@ def _first_line(path: Path) -> str:
     return ""
 
 
-def load_interactions(path, format: str | None = None) -> Interactions:
-    """Read an interaction file (see the module docstring for the layouts).  Returns `Interactions`.
+def load_interactions(path, format: str | None = None, *, header: bool | None = None) -> Interactions:
+    """Read an interaction file (see the module docstring for the layouts and the header).
 
     format: one of `FORMATS`, or None to infer it from the file name, else from the separator in
-    the first line. The number of columns (2 to 4: user, item[, rating[, timestamp]]) is that of
-    the first line.
+    the first line. header: whether line 1 is a header naming the columns (read by name), or None
+    to decide as the module docstring says; without a header the columns are user, item[,
+    rating[, timestamp]] by position, as many as the first line has (2 to 4). Returns
+    `Interactions`.
     """
     path = Path(path)
     if not path.is_file():
@@ -186,27 +240,32 @@ def load_interactions(path, format: str | None = None) -> Interactions:
     if not first.strip():
         raise ValueError(f"{path}, line 1: blank; the file is empty or starts with a blank line")
     fmt = _detect_format(path, first) if format is None else format
-    if fmt not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS} or None, got {format!r}")
+    validate.choice("format", fmt, FORMATS)
+    if header not in (None, True, False):
+        raise ValueError(f"header must be True, False or None (detect), got {header!r}")
     fields = first.split(_SEPARATORS[fmt])
     if not 2 <= len(fields) <= 4:
         raise _fail(path, 1, f"{len(fields)} fields; expected user, item[, rating[, timestamp]] "
                     f"separated by {_SEPARATORS[fmt]!r} (is format={fmt!r} right?)")
-    header = fmt == "csv"
-    if header and all(_is_number(field) for field in fields):
-        raise _fail(path, 1, "a csv file needs a header line (e.g. userId,movieId,rating,"
-                    "timestamp) but line 1 holds numbers; add a header")
+    numbers = [_is_number(field) for field in fields]
+    if header is None:
+        if fmt == "csv" and all(numbers):
+            raise _fail(path, 1, "a csv file needs a header line (e.g. userId,movieId,rating,"
+                        "timestamp) but line 1 holds numbers; add a header, or pass header=False")
+        header = fmt == "csv" or not any(numbers)
+    columns = (_header_columns(path, first, fields) if header
+               else {role: position for position, role in enumerate(_COLUMNS[:len(fields)])})
     table = _read_fields(path, fmt, len(fields), header)
     first_row_line = 1 + int(header)
     if len(table) == 0:
         raise ValueError(f"{path}: no interactions after the header (line {first_row_line})")
-    users = _ids(table[0], path, first_row_line, "user")
-    items = _ids(table[1], path, first_row_line, "item")
-    ratings = (_numbers(table[2], path, first_row_line, "rating") if len(fields) > 2
+    users = _ids(table[columns["user"]], path, first_row_line, "user")
+    items = _ids(table[columns["item"]], path, first_row_line, "item")
+    ratings = (_numbers(table[columns["rating"]], path, first_row_line, "rating") if "rating" in columns
                else np.ones(len(table)))
     timestamps = None
-    if len(fields) > 3:
-        timestamps = _timestamps(table[3], path, first_row_line)
+    if "timestamp" in columns:
+        timestamps = _timestamps(table[columns["timestamp"]], path, first_row_line)
     user_ids, rows = np.unique(users, return_inverse=True)
     item_ids, cols = np.unique(items, return_inverse=True)
     order = np.lexsort((cols, rows))
@@ -266,18 +325,15 @@ def item_index(interactions: Interactions, item_ids) -> np.ndarray:
 # Preprocessing
 # --------------------------------------------------------------------------------------------
 
-def _check_threshold(threshold, name: str) -> float:
-    if isinstance(threshold, bool) or not np.isfinite(float(threshold)):
-        raise ValueError(f"{name} must be a finite number, got {threshold!r}")
-    return float(threshold)
-
-
 def binarize(interactions: Interactions, threshold: float) -> sp.csr_matrix:
     """Positives = listed pairs with rating >= threshold (Lim §6, Jeunen App. A use 4 stars).
 
     Keeps every user and item (rows and columns as in `interactions`).  Returns bool CSR [U, I].
+    This is the explicit binarise step: relevance matrices in simrec (`simrec.metrics`,
+    `simrec.missing`) are boolean or 0/1 only (`simrec.validate.relevance_mask`), never "any
+    nonzero rating"; for a bare rating matrix write ``ratings >= threshold`` (or ``> 0``).
     """
-    threshold = _check_threshold(threshold, "threshold")
+    threshold = validate.finite("threshold", threshold)
     ratings = interactions.ratings
     positive = ratings.data >= threshold
     return _entries_matrix(ratings, positive).astype(bool)
@@ -293,7 +349,7 @@ def _entries_matrix(matrix: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
 def filter_ratings(interactions: Interactions, min_rating: float) -> Interactions:
     """The interactions with rating >= min_rating (same users and items; empty rows may remain,
     `filter_min_counts` drops them)."""
-    min_rating = _check_threshold(min_rating, "min_rating")
+    min_rating = validate.finite("min_rating", min_rating)
     keep = interactions.ratings.data >= min_rating
     stamps = interactions.timestamps
     return Interactions(_entries_matrix(interactions.ratings, keep), interactions.user_ids,
@@ -314,12 +370,6 @@ def _subset(interactions: Interactions, keep_users: np.ndarray, keep_items: np.n
                          interactions.user_ids[keep_users], interactions.item_ids[keep_items])
 
 
-def _check_count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-    return int(value)
-
-
 def filter_min_counts(interactions: Interactions, *, min_user: int = 1, min_item: int = 1
                       ) -> Interactions:
     """The (min_user, min_item) core: the largest sub-matrix in which every user has at least
@@ -331,8 +381,8 @@ def filter_min_counts(interactions: Interactions, *, min_user: int = 1, min_item
     at the same largest one. The defaults (1, 1) drop empty users and items. Counts are of stored
     entries, whatever their rating (apply `filter_ratings` first to count positives only).
     """
-    min_user = _check_count(min_user, "min_user")
-    min_item = _check_count(min_item, "min_item")
+    min_user = validate.integer("min_user", min_user, low=0)
+    min_item = validate.integer("min_item", min_item, low=0)
     ratings = interactions.ratings
     rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
     keep_users = np.ones(ratings.shape[0], bool)
@@ -361,9 +411,8 @@ def densify_top(interactions: Interactions, n_users: int, n_items: int) -> Inter
     Popularity and activity are numbers of stored entries; ties go to the lower index (smaller
     id). Fewer users or items than asked keeps them all. Rows and columns keep their id order.
     """
-    for name, value in (("n_users", n_users), ("n_items", n_items)):
-        if _check_count(value, name) < 1:
-            raise ValueError(f"{name} must be >= 1, got {value!r}")
+    n_users = validate.integer("n_users", n_users, low=1)
+    n_items = validate.integer("n_items", n_items, low=1)
     ratings = interactions.ratings
     keep_items = _top(np.bincount(ratings.indices, minlength=ratings.shape[1]), n_items)
     rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))

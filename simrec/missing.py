@@ -33,6 +33,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
 
+from simrec import validate
 from simrec.world import World, quality, quality_pairs, user_blocks
 
 __all__ = [
@@ -84,10 +85,9 @@ def prior_relevant(key: jax.Array, world: World, *, model: str = "bernoulli",
     model="threshold": (u, i) in P+ iff q(u, i) >= threshold (deterministic; key unused).
     Memory is O(block_size * I) besides the output.
     """
-    if model not in ("bernoulli", "threshold"):
-        raise ValueError(f"model must be 'bernoulli' or 'threshold', got {model!r}")
-    if model == "threshold" and not 0 < threshold < 1:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+    validate.choice("model", model, ("bernoulli", "threshold"))
+    if model == "threshold":
+        validate.probability("threshold", threshold, low_open=True, high_open=True)
     masks = []
     width = min(block_size, world.n_users)
     for users in user_blocks(world.n_users, block_size):
@@ -110,39 +110,24 @@ def user_rates(key: jax.Array, n_users: int, mean: float, concentration: float) 
     E[rate_u] = mean and Var[rate_u] = mean (1 - mean) / (c + 1): a "sample of unknown size" whose
     size varies between users (Lim §2.1).  Returns f32[n_users].
     """
-    if not 0 < mean < 1:
-        raise ValueError(f"mean must be in (0, 1), got {mean!r}")
-    if not (math.isfinite(concentration) and concentration > 0):
-        raise ValueError(f"concentration must be finite and > 0, got {concentration!r}")
-    if n_users < 1:
-        raise ValueError(f"n_users must be >= 1, got {n_users!r}")
+    validate.probability("mean", mean, low_open=True, high_open=True)
+    validate.positive("concentration", concentration)
+    validate.integer("n_users", n_users, low=1)
     return jax.random.beta(key, mean * concentration, (1 - mean) * concentration, (n_users,))
 
 
 def _as_relevance(matrix, name: str) -> sp.csr_matrix:
-    """A canonical bool CSR copy of a sparse or dense 2-D relevance matrix (nonzero = relevant)."""
-    if not sp.issparse(matrix):
-        matrix = np.asarray(matrix)
-    if matrix.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D [users, items] matrix, got shape {matrix.shape}")
-    matrix = sp.csr_matrix(matrix, copy=True)
-    if np.issubdtype(matrix.dtype, np.floating) and np.isnan(matrix.data).any():
-        raise ValueError(f"{name} contains NaN; pass a bool relevance matrix")
-    matrix.sum_duplicates()
-    matrix.eliminate_zeros()
-    return matrix.astype(bool)
+    """A canonical bool CSR copy (sorted indices, no explicit zeros) of a sparse or dense 2-D
+    relevance matrix, boolean or 0/1 only (`simrec.validate.relevance_mask`)."""
+    return sp.csr_matrix(validate.relevance_mask(name, matrix, (None, None)))
 
 
 def _rates(rate, n_users: int) -> np.ndarray:
     """f64[U] per-user rates from a scalar or a length-U array, all in [0, 1]."""
-    rates = np.asarray(rate, dtype=np.float64)
+    rates = validate.probabilities("rate", rate)
     if rates.ndim == 0:
-        rates = np.full(n_users, float(rates))
-    elif rates.shape != (n_users,):
-        raise ValueError(f"rate must be a scalar or an array of shape ({n_users},) (one per user), "
-                         f"got shape {rates.shape}")
-    if not np.all(np.isfinite(rates)) or np.any((rates < 0) | (rates > 1)):
-        raise ValueError("rate must lie in [0, 1] (no NaN)")
+        return np.full(n_users, float(rates))
+    validate.matrix_shape("rate (a scalar or one per user)", rates, (n_users,))
     return rates
 
 
@@ -232,13 +217,10 @@ def observe_mnar_popularity(key: jax.Array, prior, rate, beta: float, popularity
     popularity: f[I], finite and > 0 (e.g. item counts + 1).  Returns bool CSR [U, I].
     """
     prior = _as_relevance(prior, "prior")
-    if not math.isfinite(beta):
-        raise ValueError(f"beta must be finite, got {beta!r}")
-    popularity = np.asarray(popularity, dtype=np.float64)
-    if popularity.shape != (prior.shape[1],):
-        raise ValueError(f"popularity must have shape ({prior.shape[1]},) (one per item), "
-                         f"got {popularity.shape}")
-    if not np.all(np.isfinite(popularity) & (popularity > 0)):
+    validate.finite("beta", beta)
+    popularity = validate.finite_values("popularity", popularity).astype(np.float64)
+    validate.matrix_shape("popularity (one per item)", popularity, (prior.shape[1],))
+    if not np.all(popularity > 0):
         raise ValueError("popularity must be finite and > 0 (add 1 to raw counts)")
     return _sample_within_rows(key, prior, rate, beta * np.log(popularity)[prior.indices])
 
@@ -251,11 +233,8 @@ def observe_mnar_quality(key: jax.Array, prior, rate, beta: float, world: World)
     relevant items first. beta = 0 is exactly `observe_srs`.  Returns bool CSR [U, I].
     """
     prior = _as_relevance(prior, "prior")
-    if not math.isfinite(beta):
-        raise ValueError(f"beta must be finite, got {beta!r}")
-    if prior.shape != (world.n_users, world.n_items):
-        raise ValueError(f"prior has shape {prior.shape} but world is "
-                         f"({world.n_users}, {world.n_items})")
+    validate.finite("beta", beta)
+    validate.matrix_shape("prior (the world's users x items)", prior, (world.n_users, world.n_items))
     rows = _entry_rows(prior).astype(np.int32)
     pair_quality = np.asarray(quality_pairs(world, rows, prior.indices), dtype=np.float64)
     log_quality = np.log(np.maximum(pair_quality, np.finfo(np.float32).tiny))
@@ -268,8 +247,7 @@ def observe_mnar_quality(key: jax.Array, prior, rate, beta: float, world: World)
 
 def _rational_rate(rate: float) -> Fraction:
     """rate as a fraction a/b with b <= 64 (needed for the exact expectation)."""
-    if not 0 <= rate <= 1:
-        raise ValueError(f"rate must be in [0, 1], got {rate!r}")
+    rate = validate.probability("rate", rate)
     fraction = Fraction(rate).limit_denominator(64)
     if abs(float(fraction) - rate) > 1e-12:
         raise ValueError(f"rate must be a fraction a/b with b <= 64 (e.g. 0.5, 0.3, 1/3) for the "
@@ -323,7 +301,7 @@ def expected_observed_count(world: World, rate: float = DEFAULT_OBSERVATION_RATE
     fraction = _rational_rate(rate)
     if users is None:
         users = np.arange(world.n_users, dtype=np.int32)
-    users = np.asarray(users)
+    users = validate.indices("users", users, world.n_users, "users in the world")
     if users.ndim != 1 or users.size == 0:
         raise ValueError(f"users must be a non-empty 1-D array of user indices, got shape "
                          f"{users.shape}")
@@ -343,8 +321,7 @@ def calibrate_offset(world: World, target: float, rate: float = DEFAULT_OBSERVAT
     monotone), so Brent's method on the bracket finds the unique root to within `xtol`.
     users: optional subset over which the expectation is taken (target then refers to it).
     """
-    if not (math.isfinite(target) and target > 0):
-        raise ValueError(f"target must be finite and > 0, got {target!r}")
+    validate.positive("target", target)
 
     def excess(offset: float) -> float:
         shifted = dataclasses.replace(world, offset=jnp.float32(offset))
@@ -390,8 +367,7 @@ def split_per_user(key: jax.Array, observed, fractions: Sequence[float] = (0.7, 
             or fractions[0] <= 0 or abs(sum(fractions) - 1) > 1e-9:
         raise ValueError(f"fractions must be (train, valid, test), each >= 0 with train > 0, "
                          f"summing to 1; got {fractions}")
-    if isinstance(n_folds, bool) or not isinstance(n_folds, (int, np.integer)) or n_folds < 1:
-        raise ValueError(f"n_folds must be an integer >= 1, got {n_folds!r}")
+    n_folds = validate.integer("n_folds", n_folds, low=1)
     counts = np.diff(observed.indptr).astype(np.float64)
     train_end = np.floor(counts * fractions[0] + 0.5 + _HALF_SLACK)
     valid_end = np.floor(counts * (fractions[0] + fractions[1]) + 0.5 + _HALF_SLACK)
@@ -424,8 +400,7 @@ def split_users(key: jax.Array, observed, held_out_fraction: float) -> UserSplit
     at least one user left for training).  Returns a `UserSplit`."""
     observed = _as_relevance(observed, "observed")
     n_users = observed.shape[0]
-    if not 0 < held_out_fraction < 1:
-        raise ValueError(f"held_out_fraction must be in (0, 1), got {held_out_fraction!r}")
+    validate.probability("held_out_fraction", held_out_fraction, low_open=True, high_open=True)
     if n_users < 2:
         raise ValueError(f"observed must have at least 2 users to hold some out, got {n_users}")
     n_held = min(max(math.floor(held_out_fraction * n_users + 0.5), 1), n_users - 1)

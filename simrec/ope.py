@@ -21,6 +21,10 @@ paper's Table 1); pnDCG = mean DCG_τ / mean iDCG_τ (post-normalisation, consis
 `trajectory_dr` adds a reward model q̂ to make the estimator doubly robust (Dudík, Langford &
 Li, ICML 2011): a direct-method term plus the clipped-IPS DCG of the residuals c - q̂.
 
+`logged_exposures` reads a policy's exposures of the logged items off its exposure table (the
+ε₀ and ε arguments of every estimator); `off_policy_estimate` and `doubly_robust_estimate` do
+all of it from a log and two policies.
+
 Every function accepts a vector of clipping values m and then returns a leading axis [M];
 `dcg_sweep` and `dr_sweep` give the estimate and its standard error for all m in one pass
 over the log.
@@ -36,12 +40,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from simrec import validate
 from simrec.feed import ItemFn, Log, Policy, ViewModel, evaluate, exposure, exposure_of, num_items
+from simrec.feed.policies import table_values
 
 __all__ = [
     "Estimate", "trajectory_dcg", "dcg_sweep", "ideal_dcg", "trajectory_ndcg", "post_normalised_dcg",
     "self_normalised_dcg", "mean_estimate", "support_loss", "off_policy_estimate",
-    "direct_method", "trajectory_dr", "dr_sweep", "doubly_robust_estimate",
+    "direct_method", "trajectory_dr", "dr_sweep", "doubly_robust_estimate", "logged_exposures",
 ]
 
 IDEALS = ("same discount", "all viewed")
@@ -282,8 +288,7 @@ def ideal_dcg(rewards, logging_exposure, viewed, discount, m=np.inf, *, ideal: s
     in `trajectory_dcg`. Returns f32[N] or f32[M, N]. Boolean rewards (a `Log`'s) are sorted once
     for the whole vector of m (their order does not depend on m); other labels once per m.
     """
-    if ideal not in IDEALS:
-        raise ValueError(f"ideal must be one of {IDEALS}, got {ideal!r}")
+    validate.choice("ideal", ideal, IDEALS)
     m_vec, scalar = _clip_values(m)
     rewards, logging_exposure, _, viewed = _check(rewards, logging_exposure, logging_exposure, viewed)
     values, invalid = _ideal(rewards, logging_exposure, viewed, _discount_vector(discount, viewed.shape[1]), m_vec,
@@ -301,8 +306,7 @@ def trajectory_ndcg(rewards, logging_exposure, target_exposure, viewed, discount
     (f32[N] or f32[M, N]), to score several targets on one log without re-sorting it.
     Returns f32[N] or f32[M, N].
     """
-    if zero_ideal not in ("zero", "skip"):
-        raise ValueError(f"zero_ideal must be 'zero' or 'skip', got {zero_ideal!r}")
+    validate.choice("zero_ideal", zero_ideal, ("zero", "skip"))
     dcg = trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m)
     if idcg is None:
         idcg = ideal_dcg(rewards, logging_exposure, viewed, discount, m, ideal=ideal)
@@ -378,8 +382,8 @@ def self_normalised_dcg(rewards, logging_exposure, target_exposure, viewed, m=np
                                       target_exposure, viewed, m_vec), np.float64)
     if target_views is None:
         target_views = float(np.mean(np.sum(np.asarray(viewed), axis=1)))
-    elif not (np.isfinite(target_views) and target_views > 0):
-        raise ValueError(f"target_views must be a positive number, got {target_views!r}")
+    else:
+        validate.positive("target_views", target_views)
     est = _ratio(dcg, views, target_views)
     return Estimate(est.value[0], est.standard_error[0]) if scalar else est
 
@@ -466,19 +470,62 @@ def support_loss(logging_table, target_table) -> jax.Array:
     return jnp.sum(jnp.where(logging_table > 0, 0.0, target_table), axis=1)
 
 
-def _logged_exposures(key, log: Log, logging_policy: Policy, target_policy: Policy, view: ViewModel,
-                      signal, num_samples: int, on_support_violation: str):
-    """Shared by the log-level estimators: (signal index, the log's distinct contexts i32[B],
-    each session's row in them i32[N], ε₀ and ε of the logged items f32[N, K], the target's
-    exposure table f32[B, A], mean lost target exposure per session)."""
-    if on_support_violation not in ("raise", "count"):
-        raise ValueError(f"on_support_violation must be 'raise' or 'count', got {on_support_violation!r}")
+def logged_exposures(log: Log, table, contexts=None) -> jax.Array:
+    """Exposure of every logged item under a policy: ε(x_τ, a) for the items a that session τ
+    viewed (KDD'24 Eq. 6, read off the policy's exposure table). With the logging policy's table
+    it is ε₀ and with a target's it is ε, the two exposure arguments of `trajectory_dcg`.
+
+    log: a `simrec.feed.Log` (users i32[N]; items i32[N, K], -1 where not viewed).
+    table: f32[B, A], the policy's exposure table, e.g. ``simrec.feed.exposure(key, policy,
+    view, contexts).mean``; row b holds context contexts[b].
+    contexts: i32[B], the distinct context ids of the table's rows (e.g. ``np.unique(log.users)``),
+    or None when row x is context x (a table over all contexts 0..B-1).
+    Returns f32[N, K]: table[row of x_τ, a] where viewed, 0 elsewhere. Raises ValueError when a
+    logged context has no row or a logged item no column in the table.
+    """
+    table = jnp.asarray(table, jnp.float32)
+    n_rows, n_items = validate.matrix_shape("table (contexts x items)", table, (None, None))
+    users = np.asarray(log.users)
+    if contexts is None:
+        validate.indices("log.users", users, n_rows, "rows of table; with contexts=None row x is "
+                         "context x, else pass the contexts of its rows")
+        rows = jnp.asarray(log.users, jnp.int32)
+    else:
+        contexts = np.asarray(contexts)
+        validate.matrix_shape("contexts", contexts, (None,))
+        validate.table_rows("table", table, contexts.shape[0], "contexts (entries of contexts)")
+        order = np.argsort(contexts, kind="stable")
+        ordered = contexts[order]
+        if np.any(ordered[1:] == ordered[:-1]):
+            raise ValueError("contexts must be distinct: one table row per context")
+        position = np.minimum(np.searchsorted(ordered, users), max(len(ordered) - 1, 0))
+        missing = ordered[position] != users if len(ordered) else np.ones(users.shape, bool)
+        if missing.any():
+            raise ValueError(f"log.users holds context {users[missing][0].item()}, which is not in contexts (the "
+                             f"table has no row for it); compute the table for np.unique(log.users)")
+        rows = jnp.asarray(order[position], jnp.int32)
+    top = int(jnp.max(log.items)) if np.size(log.items) else -1
+    if top >= n_items:
+        raise ValueError(f"log.items holds item {top} but table covers items 0..{n_items - 1}; pass the "
+                         f"exposure table of a policy over the log's catalogue")
+    return exposure_of(table, rows, log.items)
+
+
+def _signal_index(log: Log, signal: int | str) -> int:
+    """The index of `signal` (a name or an index) among the log's signals."""
     if isinstance(signal, str):
         if signal not in log.signals:
             raise ValueError(f"unknown signal {signal!r}; the log has {log.signals}")
-        signal = log.signals.index(signal)
-    if not 0 <= signal < len(log.signals):
-        raise ValueError(f"signal index {signal} out of range for signals {log.signals}")
+        return log.signals.index(signal)
+    return validate.integer("signal", signal, low=0, high=len(log.signals) - 1)
+
+
+def _exposure_tables(key, log: Log, logging_policy: Policy, target_policy: Policy, view: ViewModel,
+                     num_samples: int, on_support_violation: str):
+    """Shared by the log-level estimators: (the log's distinct contexts i32[B], each session's
+    row in them i64[N], the logging and target exposure tables f32[B, A], mean lost target
+    exposure per session), after the support check of `on_support_violation`."""
+    validate.choice("on_support_violation", on_support_violation, ("raise", "count"))
     contexts, position = np.unique(np.asarray(log.users), return_inverse=True)
     k_log, k_target = jax.random.split(key) if key is not None else (None, None)
     logging_table = exposure(k_log, logging_policy, view, contexts, num_samples=num_samples).mean
@@ -488,9 +535,7 @@ def _logged_exposures(key, log: Log, logging_policy: Policy, target_policy: Poli
         raise ValueError(f"support violation (Asm. 5): the target policy puts {lost:.4g} expected views "
                          f"per session on items the logging policy never exposes; add exploration to "
                          f"the logging policy, or pass on_support_violation='count' to estimate anyway")
-    rows = jnp.asarray(position, jnp.int32)
-    return (signal, contexts, rows, exposure_of(logging_table, rows, log.items),
-            exposure_of(target_table, rows, log.items), target_table, lost)
+    return contexts, position, logging_table, target_table, lost
 
 
 def off_policy_estimate(key: jax.Array | None, log: Log, logging_policy: Policy, target_policy: Policy,
@@ -506,9 +551,11 @@ def off_policy_estimate(key: jax.Array | None, log: Log, logging_policy: Policy,
     does) or "count" (estimate anyway; `lost_exposure` reports the mean lost target exposure per
     session, `support_loss`).
     """
-    signal, _, _, logging_exposure, target_exposure, _, lost = _logged_exposures(
-        key, log, logging_policy, target_policy, view, signal, num_samples, on_support_violation)
-    dcg = trajectory_dcg(log.rewards[signal], logging_exposure, target_exposure, log.viewed, m)
+    signal = _signal_index(log, signal)
+    contexts, _, logging_table, target_table, lost = _exposure_tables(
+        key, log, logging_policy, target_policy, view, num_samples, on_support_violation)
+    dcg = trajectory_dcg(log.rewards[signal], logged_exposures(log, logging_table, contexts),
+                         logged_exposures(log, target_table, contexts), log.viewed, m)
     est = mean_estimate(dcg)
     return Estimate(est.value, est.standard_error, lost)
 
@@ -527,8 +574,16 @@ def doubly_robust_estimate(key: jax.Array | None, log: Log, logging_policy: Poli
     if reward_model.num_items != num_items(target_policy):
         raise ValueError(f"reward_model covers {reward_model.num_items} items but the target policy ranks "
                          f"{num_items(target_policy)}")
-    signal, contexts, rows, logging_exposure, target_exposure, target_table, lost = _logged_exposures(
-        key, log, logging_policy, target_policy, view, signal, num_samples, on_support_violation)
+    signal = _signal_index(log, signal)
+    contexts, position, logging_table, target_table, lost = _exposure_tables(
+        key, log, logging_policy, target_policy, view, num_samples, on_support_violation)
+    reward_table = table_values(reward_model)
+    if validate.has_shape(reward_table):
+        validate.indices("log.users", np.asarray(log.users), reward_table.shape[0],
+                         "contexts (rows of the reward_model table)")
+    logging_exposure = logged_exposures(log, logging_table, contexts)
+    target_exposure = logged_exposures(log, target_table, contexts)
+    rows = jnp.asarray(position, jnp.int32)
     contexts = jnp.asarray(contexts, jnp.int32)
     catalogue = jnp.broadcast_to(jnp.arange(reward_model.num_items, dtype=jnp.int32),
                                  (contexts.shape[0], reward_model.num_items))

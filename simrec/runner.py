@@ -52,6 +52,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from simrec import validate
 from simrec.config import ConfigError, config_fields, config_help, config_to_dict, with_overrides
 from simrec.output import (OutputError, OutputFolder, atomic_write_bytes, atomic_write_text,
                            write_figure, write_table, write_results_index)
@@ -162,9 +163,10 @@ class RunSummary:
 
 def check_seed(seed) -> int:
     """The seed as an int in [0, 2^32 - 1], or `ConfigError` naming the range."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
-    return int(seed)
+    try:
+        return validate.integer("seed", seed, low=0, high=MAX_SEED)
+    except ValueError as err:                        # validate's type errors are ValueErrors too
+        raise ConfigError(str(err)) from None
 
 
 # --------------------------------------------------------------------------------------------

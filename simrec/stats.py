@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
+from simrec import validate
+
 __all__ = [
     "pearson", "kendall_tau", "mean_ci", "one_sided_p", "Sensitivity", "sensitivity_summary",
     "sensitivity_from_moments", "z_test",
@@ -50,28 +52,6 @@ def _float_array(value, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be an array of numbers ({err})") from None
 
 
-def _check_finite(values: np.ndarray, name: str) -> None:
-    if not np.all(np.isfinite(values)):
-        what = "NaN" if np.any(np.isnan(values)) else "±inf"
-        raise ValueError(f"{name} contains {what}; remove those entries before calling")
-
-
-def _check_choice(value, allowed: tuple[str, ...], name: str) -> None:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-
-
-def _check_probability_level(value, name: str) -> float:
-    """A scalar strictly inside (0, 1): a confidence level or a significance level."""
-    try:
-        level = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
-    if np.ndim(value) != 0 or not 0 < level < 1:
-        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
-    return level
-
-
 def _series_pair(x, y, names: tuple[str, str], min_n: int) -> tuple[np.ndarray, np.ndarray]:
     """Two finite series f64[..., n] of one length n >= min_n, leading axes broadcast together."""
     arrays = []
@@ -79,7 +59,7 @@ def _series_pair(x, y, names: tuple[str, str], min_n: int) -> tuple[np.ndarray, 
         arr = _float_array(value, name)
         if arr.ndim == 0:
             raise ValueError(f"{name} must be a series (at least 1-D), got a scalar")
-        _check_finite(arr, name)
+        validate.finite_values(name, arr)
         arrays.append(arr)
     (a, b), n = arrays, arrays[0].shape[-1]
     if b.shape[-1] != n:
@@ -105,7 +85,7 @@ def _vector_pair(x, y, names: tuple[str, str], min_n: int) -> tuple[np.ndarray, 
 
 def _samples(samples, axis: int, nan_policy: str) -> tuple[np.ndarray, np.ndarray]:
     """Samples moved to the last axis, f64[..., N], and the mask of samples to use, bool[..., N]."""
-    _check_choice(nan_policy, NAN_POLICIES, "nan_policy")
+    validate.choice("nan_policy", nan_policy, NAN_POLICIES)
     values = _float_array(samples, "samples")
     if values.ndim == 0:
         raise ValueError("samples must be at least 1-D (samples along `axis`), got a scalar")
@@ -307,8 +287,8 @@ def mean_ci(samples, level: float = 0.99, method: str = "normal", *, axis: int =
     vectorised. nan_policy "raise" (default) rejects NaN, "omit" skips NaN samples per row.
     Returns (mean, low, high, se), each f64 of samples' shape without ``axis`` (floats for 1-D).
     """
-    level = _check_probability_level(level, "level")
-    _check_choice(method, CI_METHODS, "method")
+    level = validate.probability("level", level, low_open=True, high_open=True)
+    validate.choice("method", method, CI_METHODS)
     values, use = _samples(samples, axis, nan_policy)
     mean, se, count = _mean_se(values, use)
     half = _half_width(se, count, level, method)
@@ -328,7 +308,7 @@ def one_sided_p(samples, alternative: str = "greater", *, axis: int = -1, nan_po
     samples: f[..., N, ...], N >= 2 usable per row; nan_policy as in `mean_ci`.
     Returns p, f64 of samples' shape without ``axis`` (a float for 1-D).
     """
-    _check_choice(alternative, ALTERNATIVES, "alternative")
+    validate.choice("alternative", alternative, ALTERNATIVES)
     values, use = _samples(samples, axis, nan_policy)
     mean, se, _ = _mean_se(values, use)
     return _scalar(np.asarray(_one_sided(mean, se, alternative)))
@@ -405,8 +385,8 @@ def sensitivity_summary(differences, truly_positive, level: float = 0.99, *, mas
     are ignored whatever they hold). Each setting needs >= 2 usable trajectories.
     truly_positive: bool[S], the online ground truth. nan_policy as in `mean_ci`.
     """
-    level = _check_probability_level(level, "level")
-    _check_choice(nan_policy, NAN_POLICIES, "nan_policy")
+    level = validate.probability("level", level, low_open=True, high_open=True)
+    validate.choice("nan_policy", nan_policy, NAN_POLICIES)
     values, present = _settings(differences, mask)
     positive = np.asarray(truly_positive)
     if positive.dtype != bool or positive.shape != values.shape[:1]:
@@ -422,14 +402,14 @@ def sensitivity_from_moments(mean, standard_error, truly_positive, level: float 
     cached per-setting summaries of logs too large to keep): the same normal CI, one-sided
     p-value and rates. mean, standard_error: f[S] (se >= 0, finite); truly_positive: bool[S].
     """
-    level = _check_probability_level(level, "level")
+    level = validate.probability("level", level, low_open=True, high_open=True)
     mean, se = _float_array(mean, "mean"), _float_array(standard_error, "standard_error")
     positive = np.asarray(truly_positive)
     if mean.ndim != 1 or se.shape != mean.shape or positive.dtype != bool or positive.shape != mean.shape:
         raise ValueError(f"mean, standard_error and truly_positive (bool) must be 1-D arrays with one entry "
                          f"per setting; got shapes {mean.shape}, {se.shape}, {positive.dtype} {positive.shape}")
-    _check_finite(mean, "mean")
-    _check_finite(se, "standard_error")
+    validate.finite_values("mean", mean)
+    validate.finite_values("standard_error", se)
     if np.any(se < 0):
         raise ValueError("standard_error must be >= 0")
     return _sensitivity(mean, se, positive, level)
@@ -460,10 +440,10 @@ def z_test(estimate, standard_error, alternative: str = "greater"):
     (se = 0: z = ±inf by the sign of the estimate, p = 1/2 at 0, as in `one_sided_p`).
     estimate, standard_error: f[...] broadcast together, finite, se >= 0. Returns p, f64[...].
     """
-    _check_choice(alternative, ALTERNATIVES, "alternative")
+    validate.choice("alternative", alternative, ALTERNATIVES)
     value, se = _float_array(estimate, "estimate"), _float_array(standard_error, "standard_error")
-    _check_finite(value, "estimate")
-    _check_finite(se, "standard_error")
+    validate.finite_values("estimate", value)
+    validate.finite_values("standard_error", se)
     if np.any(se < 0):
         raise ValueError("standard_error must be >= 0")
     try:
@@ -490,12 +470,12 @@ def bias_rmse(estimates, truth, *, axis: int = -1):
     values = _float_array(estimates, "estimates")
     if values.ndim == 0:
         raise ValueError("estimates must be at least 1-D (replications along `axis`), got a scalar")
-    _check_finite(values, "estimates")
+    validate.finite_values("estimates", values)
     values = np.moveaxis(values, axis, -1)
     if values.shape[-1] == 0:
         raise ValueError("estimates has no replications along `axis`")
     true_values = _float_array(truth, "truth")
-    _check_finite(true_values, "truth")
+    validate.finite_values("truth", true_values)
     lead = values.shape[:-1]
     try:
         fits = np.broadcast_shapes(true_values.shape, lead) == lead
@@ -521,13 +501,11 @@ def holm_bonferroni(p_values, alpha: float = 0.05):
     statsmodels' ``multipletests(method="holm")``). p_values: f[..., m] in [0, 1], m >= 1, each row
     one family. Returns (reject bool[..., m], adjusted f64[..., m]) in the input order.
     """
-    alpha = _check_probability_level(alpha, "alpha")
+    alpha = validate.probability("alpha", alpha, low_open=True, high_open=True)
     p = _float_array(p_values, "p_values")
     if p.ndim == 0 or p.shape[-1] == 0:
         raise ValueError(f"p_values must hold at least one p-value along the last axis, got shape {p.shape}")
-    _check_finite(p, "p_values")
-    if np.any((p < 0) | (p > 1)):
-        raise ValueError("p_values must lie in [0, 1]")
+    validate.probabilities("p_values", p)
     m = p.shape[-1]
     order = np.argsort(p, axis=-1, kind="stable")
     scaled = (m - np.arange(m)) * np.take_along_axis(p, order, axis=-1)

@@ -27,12 +27,13 @@ a 20k x 20k world needs O(block_size * n_items) memory.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from simrec import validate
 
 __all__ = [
     "World", "WorldConfig", "PRESETS", "PAPER_OBSERVED_POSITIVES", "make_world", "quality",
@@ -62,15 +63,10 @@ class WorldConfig:
 
     def __post_init__(self):
         for name in ("n_users", "n_items", "dim"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"WorldConfig.{name} must be an integer >= 1, got {value!r}")
+            validate.integer(f"WorldConfig.{name}", getattr(self, name), low=1)
         for name in ("affinity_scale", "popularity_exponent", "activity_scale"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"WorldConfig.{name} must be finite and >= 0, got {value!r}")
-        if not math.isfinite(self.offset):
-            raise ValueError(f"WorldConfig.offset must be finite, got {self.offset!r}")
+            validate.finite(f"WorldConfig.{name}", getattr(self, name), low=0.0)
+        validate.finite("WorldConfig.offset", self.offset)
 
 
 # Dataset sizes of Lim et al. (RecSys'15) §6: number of observed relevant pairs per dataset.
@@ -114,16 +110,13 @@ class World:
 
     def __post_init__(self):
         arrays = (self.user_factors, self.item_factors, self.item_bias, self.user_log_activity)
-        if not all(hasattr(a, "shape") for a in arrays):
+        if not all(validate.has_shape(a) for a in arrays):
             return                   # pytree plumbing (e.g. vmap axis specs), not a real world
         u, i = self.n_users, self.n_items
         expected = {"user_factors": (u, None), "item_factors": (i, None), "item_bias": (i,),
                     "user_log_activity": (u,)}
         for name, shape in expected.items():
-            actual = getattr(self, name).shape
-            if len(actual) != len(shape) or any(s is not None and s != a
-                                                for s, a in zip(shape, actual)):
-                raise ValueError(f"World.{name} must have shape {shape} (None = any), got {actual}")
+            validate.matrix_shape(f"World.{name}", getattr(self, name), shape)
         if self.user_factors.shape[1] != self.item_factors.shape[1]:
             raise ValueError("World.user_factors and World.item_factors must share the latent "
                              f"dimension, got {self.user_factors.shape} and {self.item_factors.shape}")
@@ -163,14 +156,8 @@ def _draw_world(key, n_users, n_items, dim, affinity_scale, popularity_exponent,
 
 def _check_indices(indices, size: int, name: str) -> None:
     """Raise if concrete integer `indices` fall outside 0..size-1 (JAX would clamp silently)."""
-    if isinstance(indices, jax.core.Tracer):
-        return
-    values = np.asarray(indices)
-    if not np.issubdtype(values.dtype, np.integer):
-        raise ValueError(f"{name} must be integer indices, got dtype {values.dtype}")
-    if values.size and (values.min() < 0 or values.max() >= size):
-        raise ValueError(f"{name} must lie in 0..{size - 1}, got values in "
-                         f"{values.min()}..{values.max()}")
+    if not isinstance(indices, jax.core.Tracer):
+        validate.indices(name, indices, size, f"{name} in the world")
 
 
 def quality(world: World, users) -> jax.Array:
@@ -233,11 +220,10 @@ def drift(key: jax.Array, world: World, day, item_strength, user_strength=0.0) -
     offset are unchanged. day: int or i32[] (jit-able); strengths: float >= 0.
     """
     for name, value in (("item_strength", item_strength), ("user_strength", user_strength)):
-        if not isinstance(value, jax.core.Tracer) and not (math.isfinite(float(value))
-                                                           and float(value) >= 0):
-            raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    if not isinstance(day, jax.core.Tracer) and int(day) < 0:
-        raise ValueError(f"day must be a non-negative integer, got {day!r}")
+        if not isinstance(value, jax.core.Tracer):
+            validate.finite(name, value, low=0.0)
+    if not isinstance(day, jax.core.Tracer):
+        validate.integer("day", day, low=0)
     return _perturb(key, world, day, item_strength, user_strength)
 
 
@@ -255,8 +241,7 @@ def _perturb(key, world: World, day, item_strength, user_strength) -> World:
 
 def sample_users(key: jax.Array, world: World, n: int) -> jax.Array:
     """n users drawn i.i.d. with P(u) = softmax(user_log_activity)_u.  Returns i32[n]."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n!r}")
+    validate.integer("n", n, low=0)
     return jax.random.categorical(key, world.user_log_activity, shape=(n,)).astype(jnp.int32)
 
 
@@ -266,10 +251,7 @@ def user_blocks(n_users: int, block_size: int) -> list[np.ndarray]:
     Returns a list of i32[<= block_size] numpy arrays; iterate over it to score or sample the
     catalogue in bounded memory.
     """
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) \
-            or block_size < 1:
-        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
-    if n_users < 0:
-        raise ValueError(f"n_users must be >= 0, got {n_users!r}")
+    validate.integer("block_size", block_size, low=1)
+    validate.integer("n_users", n_users, low=0)
     return [np.arange(start, min(start + block_size, n_users), dtype=np.int32)
             for start in range(0, n_users, block_size)]

@@ -5,16 +5,19 @@ Strong generalisation: a share of the users is held out of training. For each he
 items are put in a uniformly random order and the first L = 1 .. max_known are revealed (nested:
 the L-th reveal adds one item); the model gets the L revealed items, ranks every item not
 revealed, and NDCG@K (K = 50) is computed on the user's remaining items. Models need no
-retraining:
+retraining; each is a `simrec.models` spec (`model_spec`), fitted once by `simrec.models.fit` and
+scored from a history by `simrec.models.score(model, None, history)`:
 
 * popularity: training counts (the same list for everyone);
 * iALS (Hu et al. ICDM'08; `simrec.models.ials`): the user vector is the ridge-regularised least
-  squares solve with the item factors fixed (`simrec.models.fold_in`, one ALS half-step):
+  squares solve with the item factors fixed (the model function `simrec.models.fold_in`, one ALS
+  half-step; not to be confused with `jax.random.fold_in` or this study):
   x = (w0 YᵀY + (1 - w0) Y_Lᵀ Y_L + λI)⁻¹ Y_Lᵀ 1, Y_L the factors of the L revealed items;
-* MF-ADG (Lim et al. RecSys'15, OPT-ADG; `simrec.models.train`): the same ridge solve with the
-  item factors θᵢ of the OPT-ADG-trained MF fixed, scored by x·θᵢ (the trained item bias bᵢ is
-  left out: it is on the scale of the trained user vectors, and a probe on the weak split scored
-  NDCG@50 0.12 without it vs 0.09 with it on the simulated data, 0.25 vs 0.20 on ml-latest-small);
+* MF-ADG (Lim et al. RecSys'15, OPT-ADG; `simrec.models.MFSpec` with a `FoldIn`): the same ridge
+  solve with the item factors θᵢ of the OPT-ADG-trained MF fixed, scored by x·θᵢ (the trained item
+  bias bᵢ is left out: it is on the scale of the trained user vectors, and a probe on the weak
+  split scored NDCG@50 0.12 without it vs 0.09 with it on the simulated data, 0.25 vs 0.20 on
+  ml-latest-small);
 * EASE^R (Steck WWW'19) and item-kNN (cosine): the scores are a product of the revealed history
   with the item-item weights, so a new history is simply scored.
 
@@ -30,68 +33,70 @@ training user's vector is the same ridge solve on their training items, which fo
 trained vector). All L are evaluated in one metrics pass per model: the L = 1 .. max_known
 histories of every evaluated user are stacked as rows of one sparse matrix, and fold-in solves
 run batched over those rows.
+
+`setup` prepares every data source (positives, the user split, the stacked reveals, the weak
+split); a cell is (data source, model): it fits the model once and evaluates both protocols.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
 
 import jax
-import matplotlib
 import numpy as np
-import optax
 import pandas as pd
 import scipy.sparse as sp
 
 from simrec import data, metrics, missing, models, stats
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world
-from studies._data import real_data_file, skipped_note
-
-matplotlib.use("Agg")
+from simrec_studies._data import real_data_file, skipped_note
 
 MODELS = ("popularity", "iALS", "MF-ADG", "EASE", "item-kNN")
+SIMULATED, REAL = "simulated", "ml-latest-small"
+#: the record schema: one row per (data, model) and curve point L (protocol "strong", measure
+#: "ndcg"), MANDCG (protocol "strong", measure "mandcg", L = 0) and weak generalisation
+#: (protocol "weak", measure "ndcg", L = 0); statistics over the users averaged
+COLUMNS = {"data": str, "model": str, "protocol": str, "measure": str,
+           "L": int,                                        # revealed items (0: not on the curve)
+           "mean": float, "low": float, "high": float,      # mean NDCG@k and its confidence interval
+           "se": float,                                     # standard error over users
+           "users": int,                                    # users averaged
+           "seconds": float}                                # wall time of the cell (fit + evaluation)
 
 
 @dataclass(frozen=True)
 class FoldInConfig:
-    """ratings_file: MovieLens ratings below ``shared/data`` ("" skips the real data); min_rating,
-    min_item: positives = ratings >= min_rating, then items with >= min_item users; world,
-    observation_rate: the simulated world and the SRS rate of its observed sets; held_out_fraction:
-    share of users held out (strong generalisation); max_known: largest L; min_rest: held-out users
-    need max_known + min_rest interactions; k: NDCG cutoff; weak_test_fraction: per-user test share
-    of the weak-generalisation split; ials_dim, ials_l2, ials_unobserved_weight, ials_iterations:
-    iALS (AllRank-style) settings, ials_l2 and ials_unobserved_weight also of both fold-ins;
-    adg_pairs, adg_learning_rate, adg_l2: MF-ADG (k = ials_dim, γ = 100) trained on about
-    adg_pairs sampled (u, i⁺) pairs, batch 256, adagrad with this rate, L2 λ; ease_l2: EASE
-    lambda; knn_k: item-kNN neighbours; level: the confidence level of the bands."""
+    """Data, protocols and model settings of the fold-in study."""
+    #: MovieLens ratings below the data folder ("" skips the real data)
     ratings_file: str = "ml-latest-small/ratings.csv"
-    min_rating: float = 4.0
-    min_item: int = 5
+    min_rating: float = 4.0                 # real data: ratings >= this are positives
+    min_item: int = 5                       # real data: keep items with >= this many positive users
+    #: the simulated world
     world: WorldConfig = field(default_factory=lambda: WorldConfig(n_users=2000, n_items=1500,
                                                                    offset=-4.0))
-    observation_rate: float = 0.5
-    held_out_fraction: float = 0.2
-    max_known: int = 50
-    min_rest: int = 5
-    k: int = 50
-    weak_test_fraction: float = 0.2
-    ials_dim: int = 32
-    ials_l2: float = 10.0
-    ials_unobserved_weight: float = 0.05
-    ials_iterations: int = 8
-    adg_pairs: int = 400_000
-    adg_learning_rate: float = 0.1
-    adg_l2: float = 0.01
-    ease_l2: float = 300.0
-    knn_k: int = 100
-    level: float = 0.95
+    observation_rate: float = 0.5           # SRS rate of the simulated observed sets
+    held_out_fraction: float = 0.2          # share of users held out (strong generalisation)
+    max_known: int = 50                     # largest number L of revealed interactions
+    min_rest: int = 5                       # held-out users need max_known + min_rest interactions
+    k: int = 50                             # NDCG cutoff
+    weak_test_fraction: float = 0.2         # per-user test share of the weak-generalisation split
+    ials_dim: int = 32                      # iALS (AllRank-style) and MF-ADG dimension k
+    ials_l2: float = 10.0                   # iALS λ, also of both fold-ins
+    ials_unobserved_weight: float = 0.05    # iALS weight of unobserved pairs, also of both fold-ins
+    ials_sweeps: int = 8                    # iALS alternating least-squares sweeps
+    pairs: int = 400_000                    # MF-ADG (γ = 100): sampled (u, i⁺) pairs
+    batch_size: int = 256                   # MF-ADG: sampled pairs per step
+    adg_learning_rate: float = 0.1          # MF-ADG: adagrad learning rate
+    adg_l2: float = 0.01                    # MF-ADG: L2 λ
+    ease_l2: float = 300.0                  # EASE λ
+    knn_k: int = 100                        # item-kNN neighbours
+    level: float = 0.95                     # confidence level of the bands
 
     def __post_init__(self):
-        for name in ("max_known", "min_rest", "k", "ials_dim", "ials_iterations", "knn_k",
-                     "adg_pairs"):
+        for name in ("max_known", "min_rest", "k", "ials_dim", "ials_sweeps", "knn_k", "pairs",
+                     "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("observation_rate", "held_out_fraction", "weak_test_fraction", "level"):
@@ -108,19 +113,47 @@ class FoldInConfig:
 
 PRESETS = {
     "smoke": FoldInConfig(ratings_file="", world=WorldConfig(n_users=200, n_items=150, offset=-2.5),
-                          max_known=5, min_rest=3, k=10, ials_dim=8, ials_iterations=3,
-                          adg_pairs=20_000, ease_l2=50.0, knn_k=20),
+                          max_known=5, min_rest=3, k=10, ials_dim=8, ials_sweeps=3,
+                          pairs=20_000, ease_l2=50.0, knn_k=20),
     "default": FoldInConfig(),
     "paper": FoldInConfig(world=WorldConfig(n_users=6000, n_items=3000, offset=-4.6), ials_dim=64,
-                          ials_iterations=15),
+                          ials_sweeps=15),
 }
 
 
-# ---- data -----------------------------------------------------------------------------------
+# ---- setup: every data source, split for both protocols ---------------------------------------
+
+@dataclass(frozen=True)
+class Source:
+    """A data source split for both protocols. Strong: bool CSR [R * max_known, I] `known` (row
+    r * max_known + L - 1: evaluated held-out user r's first L revealed items) and `rest` (the
+    others); weak: the training users' per-user split `weak_train` / `weak_test` [U_train, I]."""
+    known: sp.csr_matrix
+    rest: sp.csr_matrix
+    weak_train: sp.csr_matrix
+    weak_test: sp.csr_matrix
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Every data source of the run, by name (`sources`)."""
+    sources: dict[str, Source]
+
+
+def sources(config: FoldInConfig) -> list[str]:
+    """The data sources of a run: the simulated world, and the real data when its file exists."""
+    return [SIMULATED] + ([REAL] if real_data_file(config.ratings_file) else [])
+
+
+def _source_key(key: jax.Array, source: str) -> jax.Array:
+    """The key of a data source's splits and fits: ``cell_key(key, {"data": source})``, the key
+    of the former one-cell-per-source grid (so the numbers are those of that grid)."""
+    return cell_key(key, {"data": source})
+
 
 def _positives(key, config: FoldInConfig, source: str) -> sp.csr_matrix:
     """Observed positives O+ [U, I] of the real data or of the simulated world."""
-    if source == "ml-latest-small":
+    if source == REAL:
         raw = data.load_interactions(real_data_file(config.ratings_file))
         return data.filter_min_counts(data.filter_ratings(raw, config.min_rating),
                                       min_item=config.min_item).ratings.astype(bool)
@@ -157,58 +190,77 @@ def _stacked_reveals(held_out: sp.csr_matrix, positions: np.ndarray, max_known: 
     return csr(is_known), csr(~is_known)
 
 
+def prepare(key: jax.Array, config: FoldInConfig, source: str) -> Source:
+    """A data source's positives split for both protocols; `key` is `_source_key` (fold_in 0:
+    held-out users, 1: reveal order, 3: weak split; 2 is the models')."""
+    observed = _positives(key, config, source)
+    users = missing.split_users(jax.random.fold_in(key, 0), observed, config.held_out_fraction)
+    counts = np.diff(users.held_out.indptr)
+    evaluated = users.held_out[counts >= config.max_known + config.min_rest]
+    if evaluated.shape[0] < 2:
+        raise ValueError(f"{source}: fewer than 2 held-out users have >= max_known + min_rest = "
+                         f"{config.max_known + config.min_rest} interactions; lower max_known")
+    positions = _reveal_positions(jax.random.fold_in(key, 1), evaluated)
+    known, rest = _stacked_reveals(evaluated, positions, config.max_known)
+    weak = missing.split_per_user(jax.random.fold_in(key, 3), users.train,
+                                  (1 - config.weak_test_fraction, 0.0, config.weak_test_fraction),
+                                  n_folds=1)[0]
+    return Source(known=known, rest=rest, weak_train=weak.train, weak_test=weak.test)
+
+
+def setup(key: jax.Array, config: FoldInConfig) -> Shared:
+    """Every data source of the run (`prepare`), from the run's root key."""
+    return Shared(sources={name: prepare(_source_key(key, name), config, name)
+                           for name in sources(config)})
+
+
 # ---- models ---------------------------------------------------------------------------------
 
-def _fold_in_scorer(item_factors, config: FoldInConfig):
-    """score(history bool CSR [R, I]) -> f32[R, I]: x·yᵢ with x the ridge fold-in of the history
-    (module docstring) and the item factors y (f32[I, k]) fixed."""
-    factors = np.asarray(item_factors)
-
-    def score(history):
-        users = models.fold_in(factors, history, config.ials_l2,
-                               unobserved_weight=config.ials_unobserved_weight)
-        return np.asarray(users) @ factors.T
-    return score
+#: the fold_in index of the key of each model that starts from random parameters
+MODEL_KEYS = {"iALS": 0, "MF-ADG": 1}
 
 
-def _fit(key, config: FoldInConfig, train: sp.csr_matrix) -> dict:
-    """{name: score(history bool CSR [R, I]) -> f32[R, I]} of the models trained on `train`."""
-    pop = np.asarray(models.popularity(train).item_bias)
-    als = models.ials(jax.random.fold_in(key, 0), train, dim=config.ials_dim, l2=config.ials_l2,
-                      unobserved_weight=config.ials_unobserved_weight,
-                      iterations=config.ials_iterations)
-    adg = models.train(jax.random.fold_in(key, 1), models.OptADG(dim=config.ials_dim), train,
-                       epochs=-(-config.adg_pairs // train.nnz), batch_size=256,
-                       optimizer=optax.adagrad(config.adg_learning_rate), l2=config.adg_l2)
-    ease = models.ease(train, config.ease_l2)
-    knn = models.item_knn(train, config.knn_k)
+def model_spec(config: FoldInConfig, model: str):
+    """The `simrec.models` spec of `model` (one of `MODELS`). iALS and MF-ADG score a history by
+    the ridge fold-in with their item factors fixed (module docstring), the other models by
+    their item-item weights or counts."""
+    if model == "popularity":
+        return models.PopularitySpec()
+    if model == "iALS":
+        return models.IALSSpec(dim=config.ials_dim, l2=config.ials_l2,
+                               unobserved_weight=config.ials_unobserved_weight,
+                               sweeps=config.ials_sweeps)
+    if model == "MF-ADG":
+        return models.MFSpec(models.OptADG(dim=config.ials_dim), l2=config.adg_l2,
+                             learning_rate=config.adg_learning_rate, optimizer="adagrad",
+                             batch_size=config.batch_size,
+                             fold_in=models.FoldIn(l2=config.ials_l2,
+                                                   unobserved_weight=config.ials_unobserved_weight))
+    if model == "EASE":
+        return models.EASESpec(l2=config.ease_l2)
+    if model == "item-kNN":
+        return models.ItemKNNSpec(k=config.knn_k)
+    raise ValueError(f"model must be one of {MODELS}, got {model!r}")
 
-    def ease_scores(history):
-        return np.asarray(models.ease_scores(dataclasses.replace(ease, train=history),
-                                             np.arange(history.shape[0])))
 
-    def knn_scores(history):
-        return models.item_knn_scores(dataclasses.replace(knn, train=history),
-                                      np.arange(history.shape[0]))
+def _fit(key, config: FoldInConfig, train: sp.csr_matrix, model: str) -> models.Model:
+    """`model` fitted on `train` (`simrec.models.fit`); iALS draws from fold_in(key, 0), MF-ADG
+    from fold_in(key, 1) (`MODEL_KEYS`)."""
+    spec = model_spec(config, model)
+    own = jax.random.fold_in(key, MODEL_KEYS[model]) if model in MODEL_KEYS else None
+    pairs = config.pairs if isinstance(spec, models.MFSpec) else None
+    return models.fit(own, spec, train, pairs=pairs)
 
-    return {"popularity": lambda history: np.broadcast_to(pop, history.shape),
-            "iALS": _fold_in_scorer(als.item, config), "MF-ADG": _fold_in_scorer(adg.item, config),
-            "EASE": ease_scores, "item-kNN": knn_scores}
+
+def _history_scorer(model: models.Model):
+    """score(history bool CSR [R, I]) -> f32[R, I] of users given by their histories."""
+    return lambda history: np.asarray(models.score(model, None, history))
 
 
 # ---- cells ----------------------------------------------------------------------------------
 
 def cells(config: FoldInConfig) -> list[dict]:
-    out = [{"data": "simulated"}]
-    if real_data_file(config.ratings_file):
-        out.append({"data": "ml-latest-small"})
-    return out
-
-
-def _summary(values: np.ndarray, level: float) -> dict:
-    """Mean, CI bounds and SE of per-user values (NaN-free f64[n])."""
-    mean, low, high, se = stats.mean_ci(values, level)
-    return {"mean": mean, "low": low, "high": high, "se": se}
+    return [{"data": name, "model": model} for name in sources(config) for model in MODELS]
 
 
 def _block_scorer(score, histories: sp.csr_matrix):
@@ -216,40 +268,29 @@ def _block_scorer(score, histories: sp.csr_matrix):
     return lambda rows: score(histories[rows[0]:rows[-1] + 1])
 
 
-def compute(key, config: FoldInConfig, cell: dict) -> dict:
-    """Strong generalisation: NDCG@k per L and model (mean, CI) and MANDCG; weak generalisation:
-    NDCG@k of the same fitted models on the held-out part of the training users."""
+def compute(key, config: FoldInConfig, cell: dict, shared: Shared) -> list[dict]:
+    """Fit the cell's model on the weak split's training part (key fold_in(`_source_key`, 2));
+    strong generalisation: NDCG@k per L (mean, CI over the evaluated new users) and MANDCG;
+    weak generalisation: NDCG@k on the held-out part of the training users."""
     started = time.perf_counter()
-    own = cell_key(key, cell)
-    observed = _positives(own, config, cell["data"])
-    users = missing.split_users(jax.random.fold_in(own, 0), observed, config.held_out_fraction)
-    counts = np.diff(users.held_out.indptr)
-    evaluated = users.held_out[counts >= config.max_known + config.min_rest]
-    if evaluated.shape[0] < 2:
-        raise ValueError(f"fewer than 2 held-out users have >= max_known + min_rest = "
-                         f"{config.max_known + config.min_rest} interactions; lower max_known")
-    positions = _reveal_positions(jax.random.fold_in(own, 1), evaluated)
-    weak_split = missing.split_per_user(jax.random.fold_in(own, 3), users.train,
-                                        (1 - config.weak_test_fraction, 0.0,
-                                         config.weak_test_fraction), n_folds=1)[0]
-    scorers = _fit(jax.random.fold_in(own, 2), config, weak_split.train)
+    source = shared.sources[cell["data"]]
+    score = _history_scorer(_fit(jax.random.fold_in(_source_key(key, cell["data"]), 2), config,
+                                 source.weak_train, cell["model"]))
     spec = f"ndcg@{config.k}"
-    known, rest = _stacked_reveals(evaluated, positions, config.max_known)
-    strong, mandcg, weak = {}, {}, {}
-    for name, score in scorers.items():
-        values = metrics.evaluate(_block_scorer(score, known), rest, exclude=known,
-                                  metrics=(spec,))[spec].reshape(-1, config.max_known)
-        strong[name] = [_summary(values[:, j], config.level) for j in range(config.max_known)]
-        mandcg[name] = _summary(values.mean(axis=1), config.level)
-        values = metrics.evaluate(_block_scorer(score, weak_split.train), weak_split.test,
-                                  exclude=weak_split.train, metrics=(spec,))[spec]
-        weak[name] = _summary(values[np.isfinite(values)], config.level)
-    return {"strong": strong, "mandcg": mandcg, "weak": weak,
-            "users": int(observed.shape[0]), "items": int(observed.shape[1]),
-            "interactions": int(observed.nnz), "train_users": int(users.train.shape[0]),
-            "held_out_users": int(users.held_out.shape[0]),
-            "evaluated_users": int(evaluated.shape[0]),
-            "wall_time_s": time.perf_counter() - started}
+    strong = metrics.evaluate(_block_scorer(score, source.known), source.rest, exclude=source.known,
+                              metrics=(spec,))[spec].reshape(-1, config.max_known)
+    weak = metrics.evaluate(_block_scorer(score, source.weak_train), source.weak_test,
+                            exclude=source.weak_train, metrics=(spec,))[spec]
+    samples = [("strong", "ndcg", j + 1, strong[:, j]) for j in range(config.max_known)]
+    samples += [("strong", "mandcg", 0, strong.mean(axis=1)),
+                ("weak", "ndcg", 0, weak[np.isfinite(weak)])]
+    seconds = time.perf_counter() - started
+    rows = []
+    for protocol, measure, reveals, values in samples:
+        mean, low, high, se = stats.mean_ci(values, config.level)
+        rows.append({**cell, "protocol": protocol, "measure": measure, "L": reveals, "mean": mean,
+                     "low": low, "high": high, "se": se, "users": len(values), "seconds": seconds})
+    return rows
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -278,44 +319,49 @@ def _crossings(curves: pd.DataFrame) -> list[dict]:
     return out
 
 
-def report(config: FoldInConfig, results) -> Report:
+def _tables(config: FoldInConfig, records: pd.DataFrame):
+    """(curves, MANDCG table) from the records: the strong NDCG@k curve points, and per data
+    source and model MANDCG, the curve's ends, weak NDCG@k, users and cell wall time."""
+    curves = records[(records.protocol == "strong") & (records.measure == "ndcg")]
+    curves = curves[["data", "model", "L", "mean", "low", "high", "se"]].reset_index(drop=True)
+    rows = []
+    for (name, model), part in records.groupby(["data", "model"], sort=False):
+        strong = part[(part.protocol == "strong") & (part.measure == "ndcg")].set_index("L")
+        mandcg = part[part.measure == "mandcg"].iloc[0]
+        weak = part[part.protocol == "weak"].iloc[0]
+        rows.append({"data": name, "model": model,
+                     "MANDCG (strong)": mandcg["mean"], "MANDCG se": mandcg["se"],
+                     f"NDCG@{config.k} strong L=1": strong.loc[1, "mean"],
+                     f"NDCG@{config.k} strong L={config.max_known}":
+                         strong.loc[config.max_known, "mean"],
+                     f"NDCG@{config.k} weak": weak["mean"], "weak se": weak["se"],
+                     "evaluated users": mandcg["users"], "cell wall time (s)": mandcg["seconds"]})
+    return curves, pd.DataFrame(rows)
+
+
+def report(config: FoldInConfig, records: pd.DataFrame) -> Report:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    curve_rows, table_rows = [], []
-    for r in results:
-        name = r.cell["data"]
-        for model in MODELS:
-            for j, point in enumerate(r.value["strong"][model]):
-                curve_rows.append({"data": name, "model": model, "L": j + 1, **point})
-            mandcg, weak = r.value["mandcg"][model], r.value["weak"][model]
-            table_rows.append({"data": name, "model": model,
-                               "MANDCG (strong)": mandcg["mean"], "MANDCG se": mandcg["se"],
-                               f"NDCG@{config.k} strong L=1": r.value["strong"][model][0]["mean"],
-                               f"NDCG@{config.k} strong L={config.max_known}":
-                                   r.value["strong"][model][-1]["mean"],
-                               f"NDCG@{config.k} weak": weak["mean"], "weak se": weak["se"],
-                               "evaluated users": r.value["evaluated_users"],
-                               "cell wall time (s)": r.value["wall_time_s"]})
-    curves = pd.DataFrame(curve_rows)
-    table = pd.DataFrame(table_rows)
+    curves, table = _tables(config, records)
     crossings = pd.DataFrame(_crossings(curves),
                              columns=["data", "model a", "model b", "L", "leader before",
                                       "leader after", "clear"])
 
     sns.set_theme(style="whitegrid", context="paper")
-    fig, axes = plt.subplots(1, len(results), figsize=(5.2 * len(results), 3.9), squeeze=False)
+    names = list(dict.fromkeys(table.data))
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 3.9), squeeze=False)
     palette = dict(zip(MODELS, sns.color_palette("tab10", len(MODELS))))
-    for ax, r in zip(axes[0], results):
-        part = curves[curves.data == r.cell["data"]]
+    for ax, name in zip(axes[0], names):
+        part = curves[curves.data == name]
         for model in MODELS:
             line = part[part.model == model]
             ax.plot(line.L, line["mean"], color=palette[model], label=model)
             ax.fill_between(line.L, line.low, line.high, color=palette[model], alpha=0.2)
         ax.set_xlabel("L (revealed interactions of a new user)")
         ax.set_ylabel(f"mean NDCG@{config.k} on the rest")
-        ax.set_title(f"{r.cell['data']} ({r.value['evaluated_users']} held-out users, "
-                     f"{config.level:.0%} CI)", fontsize=9)
+        users = int(table[table.data == name]["evaluated users"].iloc[0])
+        ax.set_title(f"{name} ({users} held-out users, {config.level:.0%} CI)", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
     return Report(tables={"table_mandcg": table, "table_crossings": crossings,
@@ -335,7 +381,7 @@ def _summary_text(config, table, crossings) -> str:
     for data_name, part in table.groupby("data", sort=False):
         ranked = part.sort_values("MANDCG (strong)", ascending=False)
         lines.append(f"- {data_name} ({int(part['evaluated users'].iloc[0])} evaluated new users; "
-                     f"fitted and evaluated in {part['cell wall time (s)'].iloc[0]:.0f} s): "
+                     f"fitted and evaluated in {part['cell wall time (s)'].sum():.0f} s): "
                      "MANDCG " + ", ".join(
                          f"{row.model} {row['MANDCG (strong)']:.3f} ± {row['MANDCG se']:.3f}"
                          for _, row in ranked.iterrows())
@@ -359,5 +405,5 @@ STUDY = Study(
     description="FastML: NDCG@50 of new users vs the number L of revealed interactions "
                 "(fold-in, strong generalisation), crossing points and MANDCG, next to weak "
                 "generalisation, for popularity, iALS and MF-ADG fold-in, EASE and item-kNN",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(_crossings, _summary_text))
+    presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 9, "default": 24, "paper": 120})

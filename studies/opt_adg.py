@@ -9,63 +9,72 @@ favours MF-AUC. This study re-runs that protocol on the three paper-like simulat
 ml-latest-small (ratings >= 4 relevant) when the files are present, with popularity, truncated
 SVD and iALS as baselines.
 
-Per cell (dataset x fold x method x hyper-parameter) the model is trained on the fold's train
-part and evaluated on the full catalogue: on valid (train and test excluded), on test (train and
-valid excluded) and, in simulation only, on the unobserved relevant items P⁺∖O⁺ (all of O⁺
-excluded). The report selects, per dataset, fold and method, the hyper-parameters with the best
-validation ADG, so the selection is part of the study; `valid_vs_test` reuses `fit_and_evaluate`.
+`setup` builds every dataset of the run (a sub-sampled world, P⁺, O⁺, P⁺∖O⁺ and the folds, or
+the real data and its folds). A cell is (dataset, fold, method): it trains the method at every
+point of its hyper-parameter grid on the fold's train part and evaluates each model on the full
+catalogue under two protocols (`evaluate_model`): held-out excluded — valid (train and test
+excluded), test (train and valid excluded) and, in simulation only, the unobserved relevant
+items P⁺∖O⁺ (all of O⁺ excluded) — and train excluded, common users (`valid_vs_test` reads that
+one). The report selects, per dataset, fold and method, the setting with the best validation ADG
+(`selected`), so the selection is part of the study; `valid_vs_test` runs the same cells.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
-import matplotlib
 import numpy as np
-import optax
 import pandas as pd
 import scipy.sparse as sp
 import scipy.stats
 
 from simrec import data as real_data, metrics, missing, models
-from simrec.runner import Report, Study, key_id, shared_key
+from simrec.runner import Report, Study, shared_key
 from simrec.world import PRESETS as WORLD_PRESETS, World, make_world, quality_logit
-from studies._data import real_data_file
-
-matplotlib.use("Agg")
+from simrec_studies._data import real_data_file
 
 METRICS = ("atop", "ap", "ndcg", "recall@10", "adg")
 LABELS = {"atop": "ATOP", "ap": "MAP", "ndcg": "NDCG", "recall@10": "Recall@10", "adg": "ADG"}
 REAL = "ml-latest-small"
 METHODS = ("oracle", "popularity", "svd", "ials", "mf_auc", "mf_adg")
-OPTIMIZERS = {"adagrad": optax.adagrad, "sgd": optax.sgd, "adam": optax.adam}
+#: evaluation protocols (the `protocol` column of the records): every held-out set ranked in its
+#: own list with the other held-out items excluded, averaged over the users with an item in it;
+#: or all sets ranked in one list with only train excluded, averaged over the users with items in
+#: every set (given the model, the sets are then uniform random subsets of each user's P⁺∖train)
+HELD_OUT, COMMON = "held-out excluded", "train excluded, common users"
+PROTOCOLS = (HELD_OUT, COMMON)
+SETS = ("valid", "test", "unobserved")
 #: Lim et al. Table 1, MF-AUC test ATOP and NDCG per paper-like world (the calibration targets)
 LIM_MF_AUC = {"amazon": {"atop": 0.7584, "ndcg": 0.1460}, "lastfm": {"atop": 0.7490, "ndcg": 0.1701},
               "movielens": {"atop": 0.8855, "ndcg": 0.3718}}
 NAMES = {"mf_adg": "MF-ADG", "mf_auc": "MF-AUC"}
 SIGNIFICANCE = 0.05                      # two-sided paired t-test over folds
+#: the record schema (one row per model, protocol, evaluation set and metric); also `valid_vs_test`'s
+COLUMNS = {"dataset": str, "fold": int, "method": str,
+           "l2": float, "lr": float, "rank": int,        # the grid point (0 where unused)
+           "epochs": int, "train_seconds": float,        # MF epochs (0 for other methods), fit time
+           "protocol": str, "set": str, "metric": str,   # `PROTOCOLS`, `SETS`, `METRICS`
+           "value": float,                               # mean of the metric over the users
+           "size": float}                                # mean |set| over those users with one
 
 
 @dataclass(frozen=True)
 class DataConfig:
-    """How every dataset is built and split (shared with `valid_vs_test`).
-
-    n_users: users drawn without replacement from each paper-like world (0 = all; the item
-    catalogue and the per-user density are kept); observation_rate: SRS rate |O⁺|/|P⁺| (the rate
-    the presets' offsets are calibrated for); n_folds, fractions: Lim's 4 folds of 70/10/20;
-    ratings_file: ml-latest-small ratings below `studies._data.DATA_ROOT` (skipped when absent, "" disables); real_threshold: relevant rating.
-    """
+    """How every dataset is built and split (shared with `valid_vs_test`)."""
+    #: users drawn without replacement from each paper-like world (0 = all; the item catalogue
+    #: and the per-user density are kept)
     n_users: int = 3000
+    #: SRS rate |O⁺|/|P⁺| (the rate the world presets' offsets are calibrated for)
     observation_rate: float = missing.DEFAULT_OBSERVATION_RATE
-    n_folds: int = 4
-    fractions: tuple[float, ...] = (0.7, 0.1, 0.2)
+    n_folds: int = 4                                   # per-user splits (Lim: 4)
+    fractions: tuple[float, ...] = (0.7, 0.1, 0.2)     # (train, valid, test) share of each user
+    #: ml-latest-small ratings below the data folder (skipped when absent, "" disables)
     ratings_file: str = "ml-latest-small/ratings.csv"
-    real_threshold: float = 4.0
+    real_threshold: float = 4.0                        # ratings >= this are relevant (real data)
 
     def __post_init__(self):
         if self.n_users < 0:
@@ -81,31 +90,28 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Model settings: MF (k = dim, γ = gamma for OPT-ADG) trained on about `iterations` sampled
-    (u, i⁺) pairs whatever the dataset (as Lim's fixed 1M iterations), i.e. ⌈iterations/nnz(train)⌉
-    epochs of ⌈nnz(train)/batch_size⌉ steps, optax `optimizer` with each rate in
-    `learning_rates` and each λ in `l2s` (the grid the validation split selects from);
-    svd_ranks, ials_l2s: the baselines' grids; ials_iterations: ALS sweeps."""
-    dim: int = 50
-    gamma: float = 100.0
-    iterations: int = 400_000
-    batch_size: int = 256
-    optimizer: str = "adagrad"
-    learning_rates: tuple[float, ...] = (0.1,)
-    l2s: tuple[float, ...] = (0.01, 0.05)
-    svd_ranks: tuple[int, ...] = (10, 50)
-    ials_l2s: tuple[float, ...] = (1.0, 10.0)
-    ials_iterations: int = 6
+    """Model settings (shared with `valid_vs_test`). MF-ADG and MF-AUC sample about `pairs`
+    (u, i⁺) pairs whatever the dataset (as Lim's fixed 1M iterations): ⌈pairs/nnz(train)⌉ epochs
+    of ⌈nnz(train)/batch_size⌉ steps; the validation split selects from the grids."""
+    dim: int = 50                                      # k of MF-ADG, MF-AUC and iALS
+    gamma: float = 100.0                               # γ of OPT-ADG: at most (|I|-1)/γ negative draws
+    pairs: int = 400_000                               # sampled (u, i⁺) pairs per MF model
+    batch_size: int = 256                              # sampled pairs per MF step
+    optimizer: str = "adagrad"                         # MF optax optimizer: adagrad, sgd or adam
+    learning_rates: tuple[float, ...] = (0.1,)         # MF learning-rate grid
+    l2s: tuple[float, ...] = (0.01, 0.05)              # MF L2 λ grid
+    svd_ranks: tuple[int, ...] = (10, 50)              # truncated-SVD rank grid
+    ials_l2s: tuple[float, ...] = (1.0, 10.0)          # iALS λ grid
+    ials_sweeps: int = 6                               # iALS alternating least-squares sweeps
 
     def __post_init__(self):
-        if min(self.dim, self.iterations, self.batch_size, self.ials_iterations) < 1:
-            raise ValueError("training.dim, iterations, batch_size, ials_iterations must be >= 1; "
-                             f"got {self.dim}, {self.iterations}, {self.batch_size}, "
-                             f"{self.ials_iterations}")
+        if min(self.dim, self.pairs, self.batch_size, self.ials_sweeps) < 1:
+            raise ValueError("training.dim, pairs, batch_size, ials_sweeps must be >= 1; "
+                             f"got {self.dim}, {self.pairs}, {self.batch_size}, {self.ials_sweeps}")
         if not (math.isfinite(self.gamma) and self.gamma > 0):
             raise ValueError(f"training.gamma must be finite and > 0, got {self.gamma}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"training.optimizer must be one of {sorted(OPTIMIZERS)}, "
+        if self.optimizer not in models.OPTIMIZERS:
+            raise ValueError(f"training.optimizer must be one of {sorted(models.OPTIMIZERS)}, "
                              f"got {self.optimizer!r}")
         for name in ("learning_rates", "l2s", "ials_l2s"):
             grid = getattr(self, name)
@@ -119,11 +125,10 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class OptADGConfig:
-    """worlds: paper-like presets of `simrec.world.PRESETS`; methods: subset of `METHODS`;
-    real: also run on ml-latest-small when `data.ratings_file` is present."""
-    worlds: tuple[str, ...] = ("amazon", "lastfm", "movielens")
-    methods: tuple[str, ...] = METHODS
-    real: bool = True
+    """The datasets and methods of a run, and how they are built and trained."""
+    worlds: tuple[str, ...] = ("amazon", "lastfm", "movielens")   # paper-like `simrec.world.PRESETS`
+    methods: tuple[str, ...] = METHODS                 # a subset of `METHODS`
+    real: bool = True                                  # also ml-latest-small (when present)
     data: DataConfig = field(default_factory=DataConfig)
     training: TrainConfig = field(default_factory=TrainConfig)
 
@@ -143,28 +148,35 @@ def check_datasets(worlds, methods) -> None:
 PRESETS = {
     "smoke": OptADGConfig(worlds=("tiny",), methods=("oracle", "popularity", "svd", "mf_auc", "mf_adg"),
                           real=False, data=DataConfig(n_users=0, n_folds=2),
-                          training=TrainConfig(dim=4, iterations=2000, batch_size=32, svd_ranks=(3,),
+                          training=TrainConfig(dim=4, pairs=2000, batch_size=32, svd_ranks=(3,),
                                                l2s=(0.01, 0.1))),
     "default": OptADGConfig(methods=("oracle", "popularity", "svd", "mf_auc", "mf_adg"),
                             data=DataConfig(n_users=2000)),
     "paper": OptADGConfig(data=DataConfig(n_users=0),
-                          training=TrainConfig(iterations=5_000_000,
+                          training=TrainConfig(pairs=5_000_000,
                                                learning_rates=(0.05, 0.1, 0.2),
                                                l2s=(0.001, 0.01, 0.05, 0.1),
                                                svd_ranks=(10, 20, 50, 100),
-                                               ials_l2s=(0.1, 1.0, 10.0, 100.0), ials_iterations=10)),
+                                               ials_l2s=(0.1, 1.0, 10.0, 100.0), ials_sweeps=10)),
 }
 
 
-# ---- datasets: a (sub-sampled) world, P⁺, O⁺ and the folds, memoised per run ---------------------
+# ---- setup: every dataset of the run (a sub-sampled world, P⁺, O⁺, P⁺∖O⁺ and the folds) ----------
 
 @dataclass(frozen=True)
 class Dataset:
-    """observed O⁺ and its folds; prior P⁺ and the world are None for real data."""
+    """Observed O⁺ (bool CSR [U, I]) and its folds; for a simulated world also the unobserved
+    relevant items P⁺∖O⁺ [U, I] and the world (None for real data)."""
     observed: sp.csr_matrix
-    splits: tuple
-    prior: sp.csr_matrix | None
+    splits: tuple[missing.Split, ...]
+    unobserved: sp.csr_matrix | None
     world: World | None
+
+
+@dataclass(frozen=True)
+class Shared:
+    """State shared by the cells of a run: the datasets by name (`datasets`)."""
+    datasets: dict[str, Dataset]
 
 
 def user_subsample(key: jax.Array, world: World, n_users: int) -> World:
@@ -177,23 +189,30 @@ def user_subsample(key: jax.Array, world: World, n_users: int) -> World:
                                user_log_activity=world.user_log_activity[users], n_users=n_users)
 
 
-@functools.lru_cache(maxsize=8)
-def dataset(root_id: tuple, data: DataConfig, name: str) -> Dataset:
-    """The dataset `name` (a world preset or `REAL`) of the run with root key `root_id`."""
-    root = jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
-    split_key = shared_key(root, f"split:{name}")
+def make_dataset(key: jax.Array, data: DataConfig, name: str) -> Dataset:
+    """The dataset `name` (a world preset or `REAL`) of the run with root key `key`; every draw
+    comes from ``shared_key(key, f"{part}:{name}")``, so a dataset does not depend on the others."""
     if name == REAL:
         ratings = real_data.load_interactions(real_data_file(data.ratings_file))
         observed = real_data.binarize(ratings, data.real_threshold)
-        prior, world = None, None
+        unobserved = world = None
     else:
-        world = user_subsample(shared_key(root, f"users:{name}"),
-                               make_world(shared_key(root, f"world:{name}"), name), data.n_users)
-        prior = missing.prior_relevant(shared_key(root, f"prior:{name}"), world)
-        observed = missing.observe_srs(shared_key(root, f"observe:{name}"), prior,
+        world = user_subsample(shared_key(key, f"users:{name}"),
+                               make_world(shared_key(key, f"world:{name}"), name), data.n_users)
+        prior = missing.prior_relevant(shared_key(key, f"prior:{name}"), world)
+        observed = missing.observe_srs(shared_key(key, f"observe:{name}"), prior,
                                        data.observation_rate)
-    splits = missing.split_per_user(split_key, observed, data.fractions, data.n_folds)
-    return Dataset(observed=observed, splits=tuple(splits), prior=prior, world=world)
+        unobserved = _relative_complement(prior, observed)
+    splits = missing.split_per_user(shared_key(key, f"split:{name}"), observed, data.fractions,
+                                    data.n_folds)
+    return Dataset(observed=observed, splits=tuple(splits), unobserved=unobserved, world=world)
+
+
+def _relative_complement(whole: sp.csr_matrix, part: sp.csr_matrix) -> sp.csr_matrix:
+    """whole ∖ part for bool CSR matrices with part ⊆ whole."""
+    difference = whole.astype(np.int8) - part.astype(np.int8)
+    difference.eliminate_zeros()
+    return (difference > 0).tocsr()
 
 
 def datasets(worlds, real: bool, data: DataConfig) -> list[str]:
@@ -201,6 +220,15 @@ def datasets(worlds, real: bool, data: DataConfig) -> list[str]:
     has_real = real and real_data_file(data.ratings_file) is not None
     return list(worlds) + ([REAL] if has_real else [])
 
+
+def setup(key: jax.Array, config) -> Shared:
+    """Every dataset of the run (`make_dataset`); `config` is an `OptADGConfig` or any config with
+    the same worlds, real and data fields (`valid_vs_test`'s)."""
+    return Shared(datasets={name: make_dataset(key, config.data, name)
+                            for name in datasets(config.worlds, config.real, config.data)})
+
+
+# ---- cells: (dataset, fold, method); each trains the method's grid ------------------------------
 
 def grid(method: str, training: TrainConfig) -> list[dict]:
     """Hyper-parameter settings of a method: {"l2", "lr", "rank"} (0 where unused)."""
@@ -213,132 +241,114 @@ def grid(method: str, training: TrainConfig) -> list[dict]:
     return [{"l2": 0.0, "lr": 0.0, "rank": 0}]
 
 
-def method_cells(names, methods, data: DataConfig, training: TrainConfig) -> list[dict]:
-    """Every (dataset, fold, method, setting) cell; the oracle only where the truth is known."""
-    return [{"dataset": name, "fold": fold, "method": method, **setting}
+def method_cells(names, methods, data: DataConfig) -> list[dict]:
+    """Every (dataset, fold, method) cell; the oracle only where the truth is known."""
+    return [{"dataset": name, "fold": fold, "method": method}
             for name in names for fold in range(data.n_folds) for method in methods
-            if not (method == "oracle" and name == REAL)
-            for setting in grid(method, training)]
+            if not (method == "oracle" and name == REAL)]
 
 
 def cells(config: OptADGConfig) -> list[dict]:
-    return method_cells(datasets(config.worlds, config.real, config.data), config.methods,
-                        config.data, config.training)
-
-
-# ---- one model: train on the fold, evaluate on valid, test and P⁺∖O⁺ -----------------------------
-
-def _fit(root, ds: Dataset, training: TrainConfig, name: str, fold: int, method: str,
-         l2: float, lr: float, rank: int):
-    """Score function users -> f32[B, I] of the trained model."""
-    train = ds.splits[fold].train
-    # same initial parameters for both MF methods (Lim §6), per dataset and fold
-    init_key = jax.random.fold_in(shared_key(root, f"init:{name}"), fold)
-    if method == "oracle":
-        return lambda users: quality_logit(ds.world, users)
-    if method == "popularity":
-        params = models.popularity(train)
-    elif method == "svd":
-        params = models.svd(train, min(rank, min(train.shape) - 1))
-    elif method == "ials":
-        params = models.ials(init_key, train, dim=training.dim, l2=l2,
-                             iterations=training.ials_iterations)
-    else:
-        spec = (models.OptADG(dim=training.dim, gamma=training.gamma) if method == "mf_adg"
-                else models.MFAUC(dim=training.dim))
-        params = models.train(init_key, spec, train, epochs=epochs(training, train),
-                              batch_size=training.batch_size, optimizer=_optimizer(training, lr),
-                              l2=l2)
-    jax.block_until_ready(params)                 # train_seconds times the training, not dispatch
-    return lambda users: models.scores(params, users)
+    return method_cells(datasets(config.worlds, config.real, config.data), config.methods, config.data)
 
 
 def epochs(training: TrainConfig, train: sp.csr_matrix) -> int:
-    """⌈iterations / nnz(train)⌉: the epochs that sample about `training.iterations` pairs."""
-    return -(-training.iterations // train.nnz)
+    """⌈pairs / nnz(train)⌉: the epochs that sample about `training.pairs` (u, i⁺) pairs."""
+    return -(-training.pairs // train.nnz)
 
 
-@functools.lru_cache(maxsize=None)
-def _optimizer(training: TrainConfig, lr: float) -> optax.GradientTransformation:
-    """One optax object per (optimizer, rate), so the compiled training epoch is reused."""
-    return OPTIMIZERS[training.optimizer](lr)
+def model_spec(method: str, setting: dict, training: TrainConfig, train: sp.csr_matrix):
+    """The `simrec.models` spec of `method` (not the oracle) at a grid `setting`."""
+    if method == "popularity":
+        return models.PopularitySpec()
+    if method == "svd":
+        return models.SVDSpec(dim=min(setting["rank"], min(train.shape) - 1))
+    if method == "ials":
+        return models.IALSSpec(dim=training.dim, l2=setting["l2"], sweeps=training.ials_sweeps)
+    objective = (models.OptADG(dim=training.dim, gamma=training.gamma) if method == "mf_adg"
+                 else models.MFAUC(dim=training.dim))
+    return models.MFSpec(objective, l2=setting["l2"], learning_rate=setting["lr"],
+                         optimizer=training.optimizer, batch_size=training.batch_size)
 
 
-def _relative_complement(whole: sp.csr_matrix, part: sp.csr_matrix) -> sp.csr_matrix:
-    """whole ∖ part for bool CSR matrices with part ⊆ whole."""
-    difference = whole.astype(np.int8) - part.astype(np.int8)
-    difference.eliminate_zeros()
-    return (difference > 0).tocsr()
+def _fit(key: jax.Array, ds: Dataset, training: TrainConfig, cell: dict, setting: dict):
+    """Train `cell["method"]` at `setting` on the fold's train part (`simrec.models.fit`; the
+    oracle scores the true quality logit). Returns the score function users: i32[B] -> f32[B, I]."""
+    if cell["method"] == "oracle":
+        return lambda users: quality_logit(ds.world, users)
+    train = ds.splits[cell["fold"]].train
+    spec = model_spec(cell["method"], setting, training, train)
+    # same initial parameters for both MF methods (Lim §6), per dataset and fold
+    init_key = jax.random.fold_in(shared_key(key, f"init:{cell['dataset']}"), cell["fold"])
+    model = models.fit(init_key, spec, train,
+                       pairs=training.pairs if isinstance(spec, models.MFSpec) else None)
+    jax.block_until_ready(model)                  # train_seconds times the training, not dispatch
+    return lambda users: models.score(model, users)
 
 
-@functools.lru_cache(maxsize=None)
-def fit_and_evaluate(root_id: tuple, data: DataConfig, training: TrainConfig, name: str, fold: int,
-                     method: str, l2: float, lr: float, rank: int) -> dict:
-    """Train one model and evaluate it on the full catalogue (memoised: `valid_vs_test` shares it).
-
-    Returns {set: {metric: user mean}, "sizes": {set: mean |set| per user with one},
-    "train_seconds": wall time of training, "train_positives": nnz(train)} for the sets "valid"
-    (train and test excluded), "test" (train and valid excluded), "unobserved" (P⁺∖O⁺, all of O⁺
-    excluded; simulation only) and their "_shared" versions ranked in one list with only train
-    excluded (the other held-out items count as irrelevant) and averaged over the users who have
-    items in all of them: given the model, the sets are then uniform random subsets of P⁺∖train
-    of each user, so Lim §5's exchangeability argument applies exactly.
-    """
-    root = jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
-    ds = dataset(root_id, data, name)
+def evaluation_sets(ds: Dataset, fold: int) -> list[tuple[str, str, sp.csr_matrix, sp.csr_matrix]]:
+    """(protocol, set, relevant, exclude) of every evaluation of a fold's model: held-out
+    excluded — valid without train and test, test without train and valid, P⁺∖O⁺ without O⁺
+    (simulation only); train excluded — the same sets with only train excluded."""
     split = ds.splits[fold]
-    start = time.perf_counter()
-    score_block = _fit(root, ds, training, name, fold, method, l2, lr, rank)
-    seconds = time.perf_counter() - start
-    sets = {"valid": (split.valid, split.train + split.test),
-            "test": (split.test, split.train + split.valid),
-            "valid_shared": (split.valid, split.train), "test_shared": (split.test, split.train)}
-    if ds.prior is not None:
-        unobserved = _relative_complement(ds.prior, ds.observed)
-        sets["unobserved"] = (unobserved, ds.observed)
-        sets["unobserved_shared"] = (unobserved, split.train)
-    out = {"train_seconds": seconds, "train_positives": int(split.train.nnz),
-           "epochs": epochs(training, split.train) if method in ("mf_auc", "mf_adg") else 0,
-           "sizes": {}}
-    # the shared-ranking sets are averaged over the users who have items in every one of them
-    common = np.logical_and.reduce([np.diff(relevant.indptr) > 0 for set_name, (relevant, _)
-                                    in sets.items() if set_name.endswith("_shared")])
-    for set_name, (relevant, exclude) in sets.items():
+    held_out = [("valid", split.valid, split.train + split.test),
+                ("test", split.test, split.train + split.valid)]
+    common = [("valid", split.valid, split.train), ("test", split.test, split.train)]
+    if ds.unobserved is not None:
+        held_out.append(("unobserved", ds.unobserved, ds.observed))
+        common.append(("unobserved", ds.unobserved, split.train))
+    return ([(HELD_OUT, *entry) for entry in held_out] + [(COMMON, *entry) for entry in common])
+
+
+def evaluate_model(score_block, sets) -> list[dict]:
+    """Records {protocol, set, metric, value, size} of one model on `evaluation_sets`: the mean
+    of each metric of `METRICS` over the users with an item in the set (`HELD_OUT`) or over the
+    users with items in every set (`COMMON`: given the model, the sets are then uniform random
+    subsets of P⁺∖train of each user, so Lim §5's exchangeability argument applies exactly), and
+    the mean set size over those users."""
+    common = np.logical_and.reduce([np.diff(relevant.indptr) > 0
+                                    for protocol, _, relevant, _ in sets if protocol == COMMON])
+    rows = []
+    for protocol, set_name, relevant, exclude in sets:
         values = metrics.evaluate(score_block, relevant, exclude=exclude, metrics=METRICS)
-        users = common if set_name.endswith("_shared") else np.ones_like(common)
-        out[set_name] = {spec: metrics.mean(v[users]) for spec, v in values.items()}
+        users = common if protocol == COMMON else np.ones_like(common)
         counts = np.diff(relevant.indptr)[users]
-        out["sizes"][set_name] = float(counts[counts > 0].mean())
-    return out
+        size = float(counts[counts > 0].mean())
+        rows += [{"protocol": protocol, "set": set_name, "metric": spec,
+                  "value": metrics.mean(values[spec][users]), "size": size} for spec in METRICS]
+    return rows
 
 
-def compute(key, config: OptADGConfig, cell: dict) -> dict:
-    return fit_and_evaluate(key_id(key), config.data, config.training, cell["dataset"],
-                            cell["fold"], cell["method"], cell["l2"], cell["lr"], cell["rank"])
+def compute(key: jax.Array, config, cell: dict, shared: Shared) -> list[dict]:
+    """Train the cell's method at every point of its grid and evaluate each model
+    (`evaluate_model`); one record per setting, protocol, set and metric (`COLUMNS`). `key` is
+    the run's root key: a model's initial parameters come from
+    ``fold_in(shared_key(key, "init:DATASET"), fold)``, the same for every method and setting."""
+    ds = shared.datasets[cell["dataset"]]
+    training = config.training
+    sets = evaluation_sets(ds, cell["fold"])
+    train = ds.splits[cell["fold"]].train
+    rows = []
+    for setting in grid(cell["method"], training):
+        start = time.perf_counter()
+        score_block = _fit(key, ds, training, cell, setting)
+        fitted = {**cell, **setting, "train_seconds": time.perf_counter() - start,
+                  "epochs": epochs(training, train) if cell["method"] in ("mf_auc", "mf_adg") else 0}
+        rows += [{**fitted, **row} for row in evaluate_model(score_block, sets)]
+    return rows
 
 
 # ---- report -------------------------------------------------------------------------------------
 
-def selected(results) -> pd.DataFrame:
-    """Per (dataset, fold, method) the setting with the best validation ADG; one row per metric
-    and evaluation set, columns dataset, fold, method, l2, lr, rank, set, metric, value, size."""
-    rows = []
-    for r in results:
-        for set_name in ("valid", "test", "unobserved"):
-            if set_name in r.value:
-                for spec in METRICS:
-                    rows.append({**r.cell, "set": set_name, "metric": spec,
-                                 "value": r.value[set_name][spec],
-                                 "size": r.value["sizes"][set_name],
-                                 "valid_adg": r.value["valid"]["adg"],
-                                 "train_seconds": r.value["train_seconds"],
-                                 "epochs": r.value.get("epochs", 0)})
-    frame = pd.DataFrame(rows)
+def selected(records: pd.DataFrame) -> pd.DataFrame:
+    """The records of the setting with the best validation ADG (held-out protocol) per (dataset,
+    fold, method), every protocol, set and metric; ties go to the first setting of the grid."""
     keys = ["dataset", "fold", "method"]
-    best = (frame[(frame.set == "valid") & (frame.metric == "adg")]
-            .sort_values("valid_adg", ascending=False, kind="stable")
+    valid_adg = records[(records.protocol == HELD_OUT) & (records.set == "valid")
+                        & (records.metric == "adg")]
+    best = (valid_adg.sort_values("value", ascending=False, kind="stable")
             .drop_duplicates(keys)[keys + ["l2", "lr", "rank"]])
-    return frame.merge(best, on=keys + ["l2", "lr", "rank"])
+    return records.merge(best, on=keys + ["l2", "lr", "rank"])
 
 
 def _paired(a: np.ndarray, b: np.ndarray) -> float:
@@ -349,8 +359,9 @@ def _paired(a: np.ndarray, b: np.ndarray) -> float:
     return float(scipy.stats.ttest_rel(a, b).pvalue)
 
 
-def _tables(config, results):
-    chosen = selected(results)
+def _tables(config, records: pd.DataFrame):
+    chosen = selected(records)
+    chosen = chosen[chosen.protocol == HELD_OUT]
     test = chosen[chosen.set == "test"]
     methods = [m for m in METHODS if m in config.methods]
     long_rows, wide_rows = [], []
@@ -378,7 +389,7 @@ def _tables(config, results):
             row["p (ADG vs AUC)"] = np.nan if p is None else p
             row["better"] = winner or "–"
             wide_rows.append(row)
-    settings = (chosen[(chosen.set == "test") & (chosen.metric == "adg")]
+    settings = (test[test.metric == "adg"]
                 [["dataset", "method", "fold", "l2", "lr", "rank", "epochs", "train_seconds"]]
                 .sort_values(["dataset", "method", "fold"]).reset_index(drop=True))
     return pd.DataFrame(wide_rows), pd.DataFrame(long_rows), settings
@@ -432,23 +443,23 @@ def budget_text(config, data: DataConfig, training: TrainConfig) -> str:
     described = {"oracle": "the true-quality oracle (logit of q(u, i), simulation only)",
                  "popularity": "popularity",
                  "svd": f"truncated SVD (ranks {list(training.svd_ranks)})",
-                 "ials": f"iALS (k = {training.dim}, {training.ials_iterations} sweeps, λ grid "
+                 "ials": f"iALS (k = {training.dim}, {training.ials_sweeps} sweeps, λ grid "
                          f"{list(training.ials_l2s)})"}
     baselines = [text for method, text in described.items() if method in config.methods]
     return (f"Worlds: {', '.join(config.worlds)} ({users}; full item catalogue), SRS observation "
             f"rate {data.observation_rate}, {data.n_folds} folds of "
             f"{'/'.join(f'{round(100 * f)}' for f in data.fractions)} per-user splits. MF-AUC and "
-            f"MF-ADG: k = {training.dim}, γ = {training.gamma:g}, about {training.iterations:,} "
-            f"sampled (u, i⁺) pairs per model (⌈{training.iterations:,}/nnz(train)⌉ epochs of "
+            f"MF-ADG: k = {training.dim}, γ = {training.gamma:g}, about {training.pairs:,} "
+            f"sampled (u, i⁺) pairs per model (⌈{training.pairs:,}/nnz(train)⌉ epochs of "
             f"⌈nnz(train)/{training.batch_size}⌉ steps; epochs per dataset in table_selected), "
             f"batch {training.batch_size}, optax {training.optimizer}, learning rates "
             f"{list(training.learning_rates)}, λ grid {list(training.l2s)}, same initial parameters "
             f"for both methods. Baselines: " + ", ".join(baselines) + ". Every grid point is "
-            f"selected per fold by validation ADG.")
+            "selected per fold by validation ADG.")
 
 
-def report(config: OptADGConfig, results) -> Report:
-    wide, long, settings = _tables(config, results)
+def report(config: OptADGConfig, records: pd.DataFrame) -> Report:
+    wide, long, settings = _tables(config, records)
     calibration = _calibration(long)
     lines = [budget_text(config, config.data, config.training), "",
              f"Bold = significantly better of MF-ADG and MF-AUC by a two-sided paired t-test over "
@@ -481,5 +492,5 @@ STUDY = Study(
     name="opt_adg",
     description="Lim et al. Table 1: MF-ADG (OPT-ADG) vs MF-AUC and baselines on the paper-like "
                 "worlds and ml-latest-small, λ selected by validation ADG, paired tests over folds",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(selected, _paired, _tables, _calibration, _figure, budget_text))
+    presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 17, "default": 160, "paper": 9000})

@@ -8,39 +8,36 @@ do not (their Table 2: -20 % to -24 % on MovieLens). In simulation the prior-rel
 known, so the study adds the set that matters: the unobserved relevant items P⁺∖O⁺ (with all of
 O⁺ excluded from the ranking), about five times larger than the test split at rate 1/2.
 
-Per (dataset, fold, method) the model is `opt_adg.fit_and_evaluate` at the hyper-parameters with
-the best validation ADG (the same selection as study ``opt_adg``; run in one process, the two
-studies share the trained models). Diff% = 100 (X − test) / test of the fold means, as Lim's.
+The study runs `opt_adg`'s setup and cells with its own config: a (dataset, fold, method) cell
+trains the method's whole grid once and evaluates every model under both protocols
+(`opt_adg.evaluate_model`); the report keeps, per dataset, fold and method, the setting with the
+best validation ADG (`opt_adg.selected`, the same selection as study ``opt_adg``). Diff% = 100
+(X − test) / test of the fold means, as Lim's.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-import matplotlib
 import numpy as np
 import pandas as pd
 
-from simrec.runner import Report, Study, key_id
-from studies import opt_adg
-from studies.opt_adg import LABELS, METRICS, DataConfig, TrainConfig
-
-matplotlib.use("Agg")
+from simrec.runner import Report, Study
+from simrec_studies import opt_adg
+from simrec_studies.opt_adg import LABELS, METRICS, PROTOCOLS, SETS, DataConfig, TrainConfig
 
 UBM = ("atop", "adg", "recall@10")        # unbiased under SRS (Lim §5)
-SETS = ("valid", "test", "unobserved")
-#: evaluation protocols: suffix of the set names in `opt_adg.fit_and_evaluate`
-PROTOCOLS = {"held-out excluded": "", "train excluded, common users": "_shared"}
 Z_LIMIT = 3.0                             # |mean fold difference| / SE above this: sets disagree
 
 
 @dataclass(frozen=True)
 class ValidVsTestConfig:
-    """worlds, methods, real, data, training: as in `opt_adg.OptADGConfig` (same meaning, same
-    defaults except the methods: the oracle, popularity and the two MF models)."""
-    worlds: tuple[str, ...] = ("amazon", "lastfm", "movielens")
+    """As `opt_adg.OptADGConfig` (same meaning, same defaults except the methods: the oracle,
+    popularity and the two MF models)."""
+    worlds: tuple[str, ...] = ("amazon", "lastfm", "movielens")   # paper-like `simrec.world.PRESETS`
+    #: a subset of `opt_adg.METHODS`
     methods: tuple[str, ...] = ("oracle", "popularity", "mf_auc", "mf_adg")
-    real: bool = True
+    real: bool = True                                  # also ml-latest-small (when present)
     data: DataConfig = field(default_factory=DataConfig)
     training: TrainConfig = field(default_factory=TrainConfig)
 
@@ -60,42 +57,20 @@ PRESETS = {
 
 
 def cells(config: ValidVsTestConfig) -> list[dict]:
-    names = opt_adg.datasets(config.worlds, config.real, config.data)
-    return [{"dataset": name, "fold": fold, "method": method}
-            for name in names for fold in range(config.data.n_folds) for method in config.methods
-            if not (method == "oracle" and name == opt_adg.REAL)]
+    return opt_adg.method_cells(opt_adg.datasets(config.worlds, config.real, config.data),
+                                config.methods, config.data)
 
 
-def compute(key, config: ValidVsTestConfig, cell: dict) -> dict:
-    """The selected model's metrics on every evaluation set, and the selected setting."""
-    root_id = key_id(key)
-    candidates = []
-    for setting in opt_adg.grid(cell["method"], config.training):
-        value = opt_adg.fit_and_evaluate(root_id, config.data, config.training, cell["dataset"],
-                                         cell["fold"], cell["method"], setting["l2"], setting["lr"],
-                                         setting["rank"])
-        candidates.append((setting, value))
-    best_setting, best = max(candidates, key=lambda pair: pair[1]["valid"]["adg"])
-    names = [s + suffix for suffix in PROTOCOLS.values() for s in SETS if s + suffix in best]
-    return {"setting": best_setting, **{s: best[s] for s in names}, "sizes": best["sizes"]}
-
-
-def _rows(config, results) -> pd.DataFrame:
-    rows = []
-    for r in results:
-        for protocol, suffix in PROTOCOLS.items():
-            for set_name in SETS:
-                if set_name + suffix in r.value:
-                    for spec in METRICS:
-                        rows.append({**r.cell, "protocol": protocol, "set": set_name,
-                                     "metric": spec, "value": r.value[set_name + suffix][spec],
-                                     "size": r.value["sizes"][set_name + suffix]})
-    return pd.DataFrame(rows)
+def compute(key, config: ValidVsTestConfig, cell: dict, shared: opt_adg.Shared) -> list[dict]:
+    """Every setting of the cell's method trained once and evaluated under both protocols
+    (`opt_adg.compute`; records `opt_adg.COLUMNS`); the report selects by validation ADG."""
+    return opt_adg.compute(key, config, cell, shared)
 
 
 def _diff_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per protocol, dataset, method and metric: fold means on each set, Diff% against test and
-    the z of the mean per-fold difference."""
+    the z of the mean per-fold difference. frame: records of one setting per (dataset, fold,
+    method)."""
     wide = frame.pivot_table(index=["protocol", "dataset", "method", "metric", "fold"],
                              columns="set", values="value", sort=False).reset_index()
     rows = []
@@ -121,7 +96,7 @@ def _diff_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _sizes(frame: pd.DataFrame) -> pd.DataFrame:
-    first = frame[(frame.metric == METRICS[0]) & (frame.protocol == next(iter(PROTOCOLS)))]
+    first = frame[(frame.metric == METRICS[0]) & (frame.protocol == PROTOCOLS[0])]
     sizes = first.groupby(["dataset", "set"], sort=False)["size"].mean()
     return sizes.unstack("set").reset_index()
 
@@ -139,6 +114,10 @@ def _figure(diff: pd.DataFrame):
     protocols = list(dict.fromkeys(long.protocol))
     fig, axes = plt.subplots(len(protocols), len(names), figsize=(4.2 * len(names),
                              3.4 * len(protocols)), sharey="row", squeeze=False)
+    # seaborn jitters strips with numpy's global RNG: seeded for the figure (the same on every
+    # run), and the caller's state is given back afterwards
+    rng_state = np.random.get_state()
+    np.random.seed(0)
     for row, protocol in enumerate(protocols):
         for ax, name in zip(axes[row], names):
             part = long[(long.dataset == name) & (long.protocol == protocol)]
@@ -152,6 +131,7 @@ def _figure(diff: pd.DataFrame):
             if (row, name) != (0, names[0]):
                 ax.get_legend().remove()
         axes[row][0].set_ylabel("Diff% against test\n(one point per method)")
+    np.random.set_state(rng_state)
     fig.suptitle("Diff% of validation and of the unobserved relevant items P⁺∖O⁺ against test",
                  fontsize=10)
     fig.tight_layout()
@@ -165,8 +145,8 @@ def _pairs(diff: pd.DataFrame) -> list:
             if diff[diff.protocol == protocol][f"Diff% {other}"].notna().any()]
 
 
-def report(config: ValidVsTestConfig, results) -> Report:
-    frame = _rows(config, results)
+def report(config: ValidVsTestConfig, records: pd.DataFrame) -> Report:
+    frame = opt_adg.selected(records)
     diff = _diff_table(frame)
     sizes = _sizes(frame)
     lines = [opt_adg.budget_text(config, config.data, config.training), "",
@@ -200,5 +180,5 @@ STUDY = Study(
     name="valid_vs_test",
     description="Lim et al. Table 2 extended: UBM measures (ATOP, ADG, Recall@10) agree on valid, "
                 "test and the unobserved relevant items P⁺∖O⁺; MAP and NDCG do not",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(_rows, _diff_table, _sizes, _figure, _pairs))
+    presets=PRESETS, cells=cells, setup=opt_adg.setup, compute=compute, report=report,
+    columns=opt_adg.COLUMNS, expected_seconds={"smoke": 10, "default": 150, "paper": 8000})

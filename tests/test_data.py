@@ -49,7 +49,7 @@ def test_movielens_formats_round_trip(tmp_path, name, text):
 
 
 def test_generic_csv_two_columns_gets_unit_ratings_and_text_ids(tmp_path):
-    path = _write(tmp_path, "clicks.csv", "who,what\nbob,x\nalice,y\nbob,y\n")
+    path = _write(tmp_path, "clicks.csv", "user,item\nbob,x\nalice,y\nbob,y\n")
     data = load_interactions(path)
     assert list(data.user_ids) == ["alice", "bob"] and list(data.item_ids) == ["x", "y"]
     assert data.timestamps is None
@@ -60,6 +60,54 @@ def test_generic_csv_three_columns_has_no_timestamps(tmp_path):
     data = load_interactions(_write(tmp_path, "r.csv", "u,i,r\n2,5,3.5\n1,5,1\n"))
     assert data.timestamps is None
     assert _entries(data) == {(2, 5, 3.5, None), (1, 5, 1.0, None)}
+
+
+@pytest.mark.parametrize("header, order", [
+    ("userId,movieId,rating,timestamp", (0, 1, 2, 3)),
+    ("timestamp,rating,movieId,userId", (3, 2, 1, 0)),
+    ("USER_ID,Item-Id,score,ts", (0, 1, 2, 3)),
+    ('"uid","artistID","weight","time"', (0, 1, 2, 3)),
+])
+def test_a_header_is_read_by_name_in_any_order(tmp_path, header, order):
+    lines = [",".join(str((u, i, r, t)[k]) for k in order) for u, i, r, t in ROWS]
+    data = load_interactions(_write(tmp_path, "r.csv", header + "\n" + "\n".join(lines) + "\n"))
+    assert _entries(data) == set(ROWS)
+
+
+@pytest.mark.parametrize("header, problem", [
+    ("userId,rating,timestamp", "no item column"),     # used to load the ratings as item ids
+    ("who,what", "unknown name(s) 'who', 'what'"),
+    ("user,item,title", "unknown name(s) 'title'"),
+    ("user,uid,item", "more than one user column"),
+])
+def test_a_header_that_cannot_be_mapped_is_refused_in_one_line(tmp_path, header, problem):
+    path = _write(tmp_path, "r.csv", header + "\n1,2,3\n")
+    with pytest.raises(ValueError) as error:
+        load_interactions(path)
+    message = str(error.value)
+    assert "\n" not in message and str(path) in message and repr(header) in message and problem in message
+    assert "movieid" in message and "timestamp" in message                # the names it expects
+
+
+def test_tab_separated_files_with_a_header_and_headerless_text_ids(tmp_path):
+    """HetRec's user_artists.dat is tab-separated with a header; a headerless file whose first
+    line holds no number needs header=False."""
+    text = "userID\tartistID\tweight\n2\t51\t13883\n2\t52\t11690\n"
+    data = load_interactions(_write(tmp_path, "user_artists.dat", text))
+    assert _entries(data) == {(2, 51, 13883.0, None), (2, 52, 11690.0, None)}
+    path = _write(tmp_path, "clicks.tsv", "bob\tx\nalice\ty\n")
+    with pytest.raises(ValueError, match="header=False"):
+        load_interactions(path)
+    assert list(load_interactions(path, header=False).user_ids) == ["alice", "bob"]
+    assert _entries(load_interactions(_write(tmp_path, "h.csv", "3,10\n1,20\n"), header=False)) == \
+        {(3, 10, 1.0, None), (1, 20, 1.0, None)}
+
+
+def test_text_timestamps_are_an_error_with_file_and_line(tmp_path):
+    """Under pandas 3 a text column used to raise TypeError('Cannot interpret StringDtype')."""
+    path = _write(tmp_path, "r.csv", "user,item,rating,timestamp\n1,2,3,100\n1,3,4,2020-01-01\n")
+    with pytest.raises(ValueError, match=r"line 3: timestamp '2020-01-01' is not an integer.*to_datetime"):
+        load_interactions(path)
 
 
 @pytest.mark.parametrize("name, text, expected", [
@@ -194,7 +242,7 @@ def test_densify_top_keeps_popular_items_then_active_users():
     assert list(dense_top.item_ids) == [200 + i for i in items]
     np.testing.assert_array_equal(dense_top.ratings.toarray(), dense[np.ix_(users, items)])
     assert densify_top(data, n_users=50, n_items=50).ratings.shape == (9, 8)
-    with pytest.raises(ValueError, match="n_users must be >= 1"):
+    with pytest.raises(ValueError, match="n_users must be an integer >= 1"):
         densify_top(data, n_users=0, n_items=3)
 
 

@@ -121,3 +121,24 @@ def test_epsilon_greedy_under_violations_splits_into_exact_and_uniform_parts():
     ab = feed.ab_test(jax.random.key(5), scenario, [greedy], 40_000)
     z = np.abs(ab.mean[0] - value.mean) / np.sqrt(ab.standard_error[0] ** 2 + value.standard_error ** 2)
     assert np.all(z <= 4), z
+
+
+def test_a_quality_table_with_too_few_rows_is_rejected_where_the_scenario_is_built():
+    """A 1-row quality table under a 2-context activity used to be accepted, and context 1 read
+    row 0's last entries through JAX's clamped gather (a wrong online value, no error)."""
+    rng = np.random.default_rng(4)
+    q = rng.uniform(0, 1, (1, 6)).astype(np.float32)
+    with pytest.raises(ValueError, match=r"Scenario.quality\['like'\] table has 1 row\(s\) but is indexed by 2"):
+        feed.Scenario(VIEW, (feed.from_table(q),), np.array([0.5, 0.5], np.float32), ("like",))
+    with pytest.raises(ValueError, match="Scenario.quality"):          # more rows than contexts: a mix-up too
+        feed.Scenario(VIEW, (feed.from_table(np.repeat(q, 3, 0)),), np.array([0.5, 0.5], np.float32), ("like",))
+
+
+def test_online_value_and_ab_test_reject_a_policy_whose_tables_miss_contexts():
+    """The value of a policy scored from a table of X - 1 rows used to be computed with the last
+    context ranked by a clamped gather; now the policy is checked against the scenario."""
+    short = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(SCORES[:-1])), K)
+    with pytest.raises(ValueError, match=f"Policy.ranker scores table has {X - 1} row"):
+        feed.online_value(None, SCENARIO, short)
+    with pytest.raises(ValueError, match="Policy.ranker scores table"):
+        feed.ab_test(jax.random.key(0), SCENARIO, [SORT, short], 10)

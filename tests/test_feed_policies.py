@@ -346,3 +346,21 @@ def test_first_appearances_scan_matches_a_python_reference(num_draws, feed_lengt
         expected = shown + [-1] * (feed_length - len(shown))
         assert np.asarray(positions[n]).tolist() == expected
         assert int(count[n]) == min(len(distinct), feed_length)
+
+
+def test_policy_tables_must_agree_and_cover_the_contexts_asked_about():
+    """Lookup tables indexed by context (scores, retrieval, per-context candidates) are checked
+    where they are combined: within a Policy, against num_contexts, and against exposure's contexts."""
+    scores = feed.from_table(np.zeros((3, 5), np.float32))
+    with pytest.raises(ValueError, match="Policy.ranker scores table has 3 row.*rows of Policy.generator.items"):
+        feed.Policy(feed.FixedCandidates(jnp.array([[0, 1], [2, 3]]), 5), feed.Sort(scores), 2)
+    with pytest.raises(ValueError, match="Policy.ranker scores table has 3 row.*rows of Policy.generator.retrieval"):
+        feed.Policy(feed.TopK(feed.from_table(np.zeros((4, 5), np.float32)), 3), feed.Sort(scores), 2)
+    policy = feed.Policy(feed.all_items(5), feed.Sort(scores), 2)
+    assert feed.policies.table_contexts(policy) == 3
+    with pytest.raises(ValueError, match=r"contexts must hold ids in \[0, 3\)"):
+        feed.exposure(None, policy, VIEW, [0, 3])
+    with pytest.raises(ValueError, match="num_contexts"):
+        feed.context_tables(policy, 4)
+    with pytest.raises(ValueError, match="retrieval table"):
+        feed.top_k_candidates(feed.from_table(np.zeros((4, 5), np.float32)), 2, 6)

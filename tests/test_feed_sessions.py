@@ -209,3 +209,14 @@ def test_logged_plackett_luce_rankings_follow_the_policy():
         rows = viewed[:, i]
         freq = np.bincount(items[rows, i], minlength=A_) / rows.sum()
         assert np.all(np.abs(freq - want[i]) <= 4 * np.sqrt(want[i] * (1 - want[i]) / rows.sum()) + 1e-9)
+
+
+def test_simulate_rejects_policy_tables_that_do_not_cover_the_contexts():
+    """Every lookup table is shape-checked where a policy meets a scenario: a gather past the last
+    row would otherwise be clamped silently (the context would be ranked by another's scores)."""
+    scenario = make_scenario(np.zeros((X, A)), np.zeros((X, A)))
+    for rows in (X - 1, X + 1):
+        with pytest.raises(ValueError, match=f"Policy.ranker scores table has {rows} row.*indexed by {X} contexts"):
+            feed.simulate(jax.random.key(0), scenario, sort_policy(np.zeros((rows, A), np.float32)), 10)
+    with pytest.raises(ValueError, match="exposure_table"):
+        next(feed.session_chunks(jax.random.key(0), scenario, sort_policy(), 10, jnp.zeros((X - 1, A))))

@@ -360,3 +360,21 @@ def test_invalid_inputs_raise_naming_the_argument(tiny, call, match):
     prior = prior_relevant(jax.random.key(0), tiny)
     with pytest.raises(ValueError, match=match):
         call(tiny, prior)
+
+
+def test_relevance_must_be_boolean_or_01_and_ratings_need_an_explicit_binarise_step():
+    """simrec.missing used to treat any nonzero entry (a rating, a count) as relevant, while
+    simrec.metrics rejected it; both now take boolean or 0/1 only."""
+    ratings = sp.csr_matrix(np.array([[0.0, 4.0, 2.5, 1.0], [5.0, 0.0, 0.0, 3.0]]))
+    for call in (lambda m: observe_srs(jax.random.key(0), m, 0.5),
+                 lambda m: split_per_user(jax.random.key(0), m, n_folds=1),
+                 lambda m: split_users(jax.random.key(0), m, 0.5)):
+        with pytest.raises(ValueError, match=r"observed|prior") as error:
+            call(ratings)
+        assert "binarize" in str(error.value) and "(matrix > 0)" in str(error.value)
+        with pytest.raises(ValueError, match="boolean"):
+            call(ratings.toarray())
+    explicit = observe_srs(jax.random.key(0), ratings >= 2.5, 1.0)
+    np.testing.assert_array_equal(explicit.toarray(), ratings.toarray() >= 2.5)
+    zero_one = observe_srs(jax.random.key(0), (ratings > 0).astype(np.float32), 1.0)
+    np.testing.assert_array_equal(zero_one.toarray(), ratings.toarray() > 0)

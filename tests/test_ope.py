@@ -355,3 +355,57 @@ def test_dr_clipping_bias_matches_closed_form(log):
         bias = -np.sum(ACTIVITY[:, None] * (Q[1] - WRONG_MODEL) * eps * np.maximum(1.0 - mj * eps0, 0.0))
         assert abs(bias) > 5 * est.standard_error[j]
         assert abs((est.value[j] - (truth + bias)) / est.standard_error[j]) <= 4
+
+
+# --------------------------------------------------------------------------------------------
+# logged_exposures: the one place that reads a policy's exposures of the logged items
+# --------------------------------------------------------------------------------------------
+
+def loop_logged_exposures(log, table, contexts):
+    """ε(x_τ, a) by a loop over sessions and ranks, with row = contexts.index(x_τ)."""
+    users, items = np.asarray(log.users), np.asarray(log.items)
+    out = np.zeros(items.shape)
+    for t in range(items.shape[0]):
+        for i in range(items.shape[1]):
+            if items[t, i] >= 0:
+                out[t, i] = table[list(contexts).index(users[t]), items[t, i]]
+    return out
+
+
+def small_log(seed=5, n=300):
+    """A short log over contexts {2, 5, 11} only (so a table over the log's contexts is not one over all)."""
+    scenario = dataclasses.replace(SCENARIO, activity=np.isin(np.arange(X), [2, 5, 11]).astype(np.float32) / 3)
+    return feed.simulate(jax.random.key(seed), scenario, LOGGER, n)
+
+
+def test_logged_exposures_matches_loop_for_all_and_for_the_logs_contexts():
+    log = small_log()
+    full = tables(TARGET)
+    got = ope.logged_exposures(log, full)
+    np.testing.assert_allclose(got, loop_logged_exposures(log, full, range(X)), rtol=1e-6)
+    assert np.all(np.asarray(got)[~np.asarray(log.viewed)] == 0)
+    contexts = np.array([11, 2, 5])                               # any order of distinct ids
+    table = feed.exposure(None, TARGET, VIEW, contexts).mean
+    np.testing.assert_allclose(ope.logged_exposures(log, table, contexts),
+                               loop_logged_exposures(log, np.asarray(table), contexts), rtol=1e-6)
+    np.testing.assert_allclose(ope.logged_exposures(log, tables(LOGGER)), log.logging_exposure, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda log: ope.logged_exposures(log, tables(TARGET)[:5]), r"log.users must hold ids in \[0, 5\)"),
+    (lambda log: ope.logged_exposures(log, tables(TARGET)[[2, 5]], [2, 5]), "not in contexts"),
+    (lambda log: ope.logged_exposures(log, tables(TARGET)[[2, 5, 11]], [2, 5]), "table has 3 row"),
+    (lambda log: ope.logged_exposures(log, tables(TARGET)[[2, 2, 5, 11]], [2, 2, 5, 11]), "distinct"),
+    (lambda log: ope.logged_exposures(log, tables(TARGET)[:, :3]), "log.items holds item"),
+    (lambda log: ope.logged_exposures(log, tables(TARGET)[0]), "table"),
+])
+def test_logged_exposures_rejects_tables_that_do_not_cover_the_log(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(small_log())
+
+
+def test_doubly_robust_rejects_a_reward_table_without_the_logs_contexts():
+    """A reward model table with fewer rows than contexts used to be read by a clamped gather."""
+    log = small_log()
+    with pytest.raises(ValueError, match="reward_model"):
+        ope.doubly_robust_estimate(None, log, LOGGER, TARGET, VIEW, feed.from_table(Q[1][:5]))

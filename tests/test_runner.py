@@ -466,3 +466,18 @@ def test_a_killed_first_run_leaves_only_a_folder_marked_incomplete(tmp_path, mon
     summary = runner.run(killed.STUDY, killed.Config(), out=out, progress=False)
     assert (summary.cells_computed, summary.cells_cached) == (2, 1)
     assert not list(out.parent.glob(".killed.incomplete-*")) and (out / "manifest.json").exists()
+
+
+def test_config_help_falls_back_to_the_class_docstring():
+    @dataclass(frozen=True)
+    class Documented:
+        """A config.
+
+        users, items: catalogue sizes.
+        """
+        users: int = 3
+        items: int = 4
+        rate: float = 0.5     # observation rate
+
+    rows = {key: meaning for key, _, _, meaning in runner.config_help(Documented())}
+    assert rows == {"users": "catalogue sizes.", "items": "catalogue sizes.", "rate": "observation rate"}

@@ -279,8 +279,8 @@ def test_one_sided_p_zero_spread():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(level=1.0), "level must be a number in \\(0, 1\\)"),
-    (dict(level=0.0), "level must be a number in \\(0, 1\\)"),
+    (dict(level=1.0), "level must be a finite number in \\(0, 1\\)"),
+    (dict(level=0.0), "level must be a finite number in \\(0, 1\\)"),
     (dict(level=np.nan), "level"),
     (dict(level=[0.9, 0.99]), "level"),
     (dict(method="bootstrap"), "method must be one of"),
@@ -422,7 +422,7 @@ def test_holm_hand_case():
 
 @pytest.mark.parametrize("p, alpha, match", [
     ([0.1, 1.2], 0.05, "in \\[0, 1\\]"), ([0.1, np.nan], 0.05, "NaN"), ([], 0.05, "at least one"),
-    ([0.1], 1.5, "alpha must be a number"), ([0.1], 0, "alpha"),
+    ([0.1], 1.5, "alpha must be a finite number"), ([0.1], 0, "alpha"),
 ])
 def test_holm_rejects_bad_input(p, alpha, match):
     with pytest.raises(ValueError, match=match):

@@ -31,10 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simrec.feed._validate import check_int
+from simrec import validate
 from simrec.feed.policies import (EpsilonGreedy, Policy, Sort, evaluate, exact_exposure, exposure_sample,
                                   is_deterministic, is_exact, monte_carlo, num_items, sample_ranking, subset_weights)
-from simrec.feed.sessions import Scenario, num_contexts, satiated_quality, session_chunks
+from simrec.feed.sessions import Scenario, check_policy, num_contexts, satiated_quality, session_chunks
 from simrec.feed.views import Cascade, view_probability
 
 __all__ = ["OnlineValue", "ABTest", "online_value", "ab_test"]
@@ -114,13 +114,11 @@ def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, n
     `is_exact` policy without within-session violations, or a deterministic one with them).
     Raises ValueError with fatigue (use `ab_test`) or if a quality leaves [0, 1].
     """
-    if num_items(policy) != scenario.quality[0].num_items:
-        raise ValueError(f"the policy ranks {num_items(policy)} items but the scenario's quality "
-                         f"covers {scenario.quality[0].num_items}")
+    check_policy(scenario, policy)
     if scenario.fatigue > 0:
         raise ValueError("online_value: with fatigue the reward depends on earlier sessions, so it has "
                          "no closed form; measure it with ab_test")
-    check_int("block_size", block_size)
+    validate.integer("block_size", block_size, low=1)
     by_ranking = isinstance(scenario.view, Cascade) or scenario.satiation > 0
     if by_ranking and _splits(policy):
         epsilon = float(policy.ranker.epsilon)
@@ -132,7 +130,7 @@ def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, n
         return OnlineValue((1 - epsilon) * base.mean + epsilon * uniform.mean,
                            epsilon * uniform.standard_error, scenario.signals)
     exact = is_deterministic(policy) if by_ranking else is_exact(policy)
-    samples = 1 if exact else check_int("num_samples", num_samples, low=2)
+    samples = 1 if exact else validate.integer("num_samples", num_samples, low=2)
     if not exact and key is None:
         raise ValueError("online_value needs a PRNG key for a stochastic policy")
     key = jax.random.key(0) if key is None else key           # unused by exact computations
@@ -162,7 +160,7 @@ def ab_test(key: jax.Array, scenario: Scenario, policies: Sequence[Policy], num_
     """A simulated online experiment: `num_sessions` independent sessions per arm (arm p seeded by
     fold_in(key, p), its own fatigue state), per-arm mean total reward per session and its
     standard error sqrt(sample variance / n), per signal."""
-    num_sessions = check_int("num_sessions", num_sessions, low=2)
+    num_sessions = validate.integer("num_sessions", num_sessions, low=2)
     means, errors = [], []
     for arm, policy in enumerate(policies):
         unused = jnp.zeros((num_contexts(scenario), num_items(policy)), jnp.float32)   # no ε₀ needed

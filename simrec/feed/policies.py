@@ -49,7 +49,7 @@ import numpy as np
 import scipy.stats
 from jax.extend.random import threefry_2x32
 
-from simrec.feed._validate import check_int, check_scalar, is_value
+from simrec import validate
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
     "RandomSubset", "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "exposure_sample", "exact_exposure", "subset_weights", "monte_carlo", "ContextTables", "context_tables",
-    "random_words", "uniform_from_words", "lookup",
+    "random_words", "uniform_from_words", "lookup", "table_contexts", "check_contexts",
 ]
 
 
@@ -82,7 +82,7 @@ class ItemFn:
     def __post_init__(self):
         if not callable(self.fn):
             raise ValueError(f"ItemFn.fn must be callable, got {self.fn!r}")
-        check_int("ItemFn.num_items", self.num_items)
+        validate.integer("ItemFn.num_items", self.num_items, low=1)
 
 
 def lookup(table: jax.Array, rows: jax.Array, columns: jax.Array) -> jax.Array:
@@ -136,8 +136,8 @@ class FixedCandidates:
     num_items: int
 
     def __post_init__(self):
-        check_int("FixedCandidates.num_items", self.num_items)
-        if is_value(self.items):
+        validate.integer("FixedCandidates.num_items", self.num_items, low=1)
+        if validate.is_concrete(self.items):
             arr = np.asarray(self.items)
             if arr.ndim not in (1, 2) or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer):
                 raise ValueError(f"FixedCandidates.items must be a non-empty integer vector [k] or table "
@@ -150,17 +150,18 @@ class FixedCandidates:
 
 def all_items(num_items: int) -> FixedCandidates:
     """Single-stage generation: every item of the catalogue is a candidate."""
-    return FixedCandidates(jnp.arange(check_int("num_items", num_items), dtype=jnp.int32), num_items)
+    return FixedCandidates(jnp.arange(validate.integer("num_items", num_items, low=1), dtype=jnp.int32), num_items)
 
 
 def top_k_candidates(retrieval: ItemFn, k: int, num_contexts: int, block_size: int = 1024) -> FixedCandidates:
     """The sets of `TopK(retrieval, k)` for contexts 0..num_contexts-1, computed once: a fixed
     two-stage generator G whose policies skip the per-call top-k over the catalogue (same sets,
     same order, hence the same rankings and exposures as `TopK`). Memory O(num_contexts * k)."""
-    generator = TopK(retrieval, check_int("k", k))
-    contexts = np.arange(check_int("num_contexts", num_contexts), dtype=np.int32)
+    generator = TopK(retrieval, validate.integer("k", k, low=1))
+    contexts = np.arange(validate.integer("num_contexts", num_contexts, low=1), dtype=np.int32)
+    _check_table_rows(_tables_of(generator, None), contexts.shape[0], "contexts (num_contexts)")
     blocks = [_top_k_block(generator, jnp.asarray(contexts[s:s + block_size]))
-              for s in range(0, contexts.shape[0], check_int("block_size", block_size))]
+              for s in range(0, contexts.shape[0], validate.integer("block_size", block_size, low=1))]
     return FixedCandidates(jnp.concatenate(blocks), retrieval.num_items)
 
 
@@ -172,7 +173,7 @@ class TopK:
     k: int
 
     def __post_init__(self):
-        check_int("TopK.k", self.k)
+        validate.integer("TopK.k", self.k, low=1)
         if isinstance(self.retrieval, ItemFn) and self.k > self.retrieval.num_items:
             raise ValueError(f"TopK.k = {self.k} exceeds the catalogue size {self.retrieval.num_items}")
 
@@ -185,8 +186,8 @@ class RandomSubset:
     k: int
 
     def __post_init__(self):
-        check_int("RandomSubset.num_items", self.num_items)
-        check_int("RandomSubset.k", self.k)
+        validate.integer("RandomSubset.num_items", self.num_items, low=1)
+        validate.integer("RandomSubset.k", self.k, low=1)
         if self.k > self.num_items:
             raise ValueError(f"RandomSubset.k = {self.k} exceeds num_items = {self.num_items}")
 
@@ -209,8 +210,8 @@ class PlackettLuce:
     temperature: jax.Array
 
     def __post_init__(self):
-        check_scalar("PlackettLuce.temperature", self.temperature, low=0.0, low_open=True,
-                     high_open=True)
+        if validate.is_concrete(self.temperature):
+            validate.positive("PlackettLuce.temperature", self.temperature)
 
 
 @jax.tree_util.register_dataclass
@@ -226,7 +227,8 @@ class EpsilonGreedy:
     def __post_init__(self):
         if not isinstance(self.base, (Sort, PlackettLuce)):
             raise ValueError("EpsilonGreedy.base must be a Sort or PlackettLuce ranker")
-        check_scalar("EpsilonGreedy.epsilon", self.epsilon, low=0.0, high=1.0)
+        if validate.is_concrete(self.epsilon):
+            validate.probability("EpsilonGreedy.epsilon", self.epsilon)
 
 
 Generator = Union[FixedCandidates, TopK, RandomSubset]
@@ -249,6 +251,41 @@ def _generator_items(generator: Generator) -> int:
     return generator.retrieval.num_items if isinstance(generator, TopK) else generator.num_items
 
 
+def _tables_of(generator: Generator, ranker: Ranker | None) -> list[tuple[str, Any]]:
+    """(argument name, array) of every lookup table indexed by context in a generator and a
+    ranker: 2-D `FixedCandidates` items and the tables of `from_table` scores. JAX placeholders
+    without a shape are left out."""
+    found = []
+    if isinstance(generator, FixedCandidates) and np.ndim(generator.items) == 2:
+        found.append(("Policy.generator.items (candidates per context)", generator.items))
+    if isinstance(generator, TopK) and isinstance(generator.retrieval, ItemFn):
+        found.append(("Policy.generator.retrieval table", table_values(generator.retrieval)))
+    if ranker is not None and isinstance(_base_ranker(ranker).scores, ItemFn):
+        found.append(("Policy.ranker scores table", table_values(_base_ranker(ranker).scores)))
+    return [(name, table) for name, table in found if validate.has_shape(table)]
+
+
+def _check_table_rows(tables: list[tuple[str, Any]], n_contexts: int, what: str) -> None:
+    for name, table in tables:
+        validate.table_rows(name, table, n_contexts, what)
+
+
+def table_contexts(policy: Policy) -> int | None:
+    """The number of contexts X the policy's lookup tables cover (rows of its `from_table` scores
+    and per-context candidate sets; `Policy` checks that they agree), or None when it has none
+    (its functions then accept any context id; their range is the caller's responsibility)."""
+    tables = _tables_of(policy.generator, policy.ranker)
+    return int(tables[0][1].shape[0]) if tables else None
+
+
+def check_contexts(policy: Policy, n_contexts: int, what: str = "contexts") -> None:
+    """Raise ValueError unless every lookup table of `policy` has exactly `n_contexts` rows, one
+    per context it will be asked about (`what` names them in the message). Called wherever a
+    policy meets the contexts it ranks for (`context_tables`, `simulate`, `online_value`), so
+    that no gather runs past a table's last row (JAX would silently clamp it)."""
+    _check_table_rows(_tables_of(policy.generator, policy.ranker), n_contexts, what)
+
+
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["generator", "ranker"],
                    meta_fields=["feed_length"])
 @dataclass(frozen=True)
@@ -260,7 +297,7 @@ class Policy:
     feed_length: int
 
     def __post_init__(self):
-        check_int("Policy.feed_length", self.feed_length)
+        validate.integer("Policy.feed_length", self.feed_length, low=1)
         if not isinstance(self.generator, (FixedCandidates, TopK, RandomSubset)):
             raise ValueError("Policy.generator must be FixedCandidates, TopK or RandomSubset")
         if not isinstance(self.ranker, (Sort, PlackettLuce, EpsilonGreedy)):
@@ -273,6 +310,10 @@ class Policy:
         if isinstance(scores, ItemFn) and scores.num_items != _generator_items(self.generator):
             raise ValueError(f"the ranker scores {scores.num_items} items but the generator's "
                              f"catalogue has {_generator_items(self.generator)}")
+        tables = _tables_of(self.generator, self.ranker)
+        if tables:
+            first, table = tables[0]
+            _check_table_rows(tables[1:], table.shape[0], f"contexts (the rows of {first})")
 
 
 def num_items(policy: Policy) -> int:
@@ -614,14 +655,16 @@ def context_tables(policy: Policy, num_contexts: int, block_size: int = 1024) ->
     (FixedCandidates, TopK) ranks the same way every time: the candidates and their Sort order
     for a `Sort` base ranker, the alias tables of the softmax for a `PlackettLuce` one (when
     `_num_draws` allows sampling by first appearances), so that sampling a session only draws
-    its randomness. None for other policies. Memory O(X (k + K)) with Sort, O(X k) with PL."""
+    its randomness. None for other policies. Memory O(X (k + K)) with Sort, O(X k) with PL.
+    Raises ValueError unless the policy's lookup tables have num_contexts rows (`check_contexts`)."""
+    contexts = np.arange(validate.integer("num_contexts", num_contexts, low=1), dtype=np.int32)
+    check_contexts(policy, contexts.shape[0], "contexts (num_contexts)")
     if isinstance(policy.generator, RandomSubset):
         return None
     base = _base_ranker(policy.ranker)
     k = _num_candidates(policy.generator)
     if isinstance(base, PlackettLuce) and _num_draws(policy.feed_length, k) is None:
         return None
-    contexts = np.arange(check_int("num_contexts", num_contexts), dtype=np.int32)
     blocks = [_tables_block(policy, jnp.asarray(contexts[s:s + block_size]))
               for s in range(0, contexts.shape[0], block_size)]
     candidates = jnp.concatenate([b[0] for b in blocks]) if isinstance(policy.generator, TopK) else None
@@ -831,13 +874,16 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
     """
     exact = is_exact(policy)
     if not exact:
-        check_int("num_samples", num_samples, low=2)
+        validate.integer("num_samples", num_samples, low=2)
         if key is None:
             raise ValueError("the exposure of a stochastic ranker is a Monte Carlo estimate: pass a PRNG key")
-    check_int("block_size", block_size)
+    validate.integer("block_size", block_size, low=1)
     contexts = np.asarray(contexts)
     if contexts.ndim != 1 or not np.issubdtype(contexts.dtype, np.integer):
         raise ValueError(f"contexts must be an integer vector [B], got {contexts.dtype}{list(contexts.shape)}")
+    covered = table_contexts(policy)
+    if covered is not None:
+        validate.indices("contexts", contexts, covered, "contexts the policy's tables cover")
     survival = view_probability(view, policy.feed_length)
     weights = subset_weights(policy, survival) if exact else None
     means, errors = [], []

@@ -32,8 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simrec.feed._validate import check_int, check_probabilities, check_scalar, is_value
-from simrec.feed.policies import (ItemFn, Policy, context_tables, evaluate, exposure, exposure_of, num_items,
+from simrec import validate
+from simrec.feed.policies import (ItemFn, Policy, check_contexts, context_tables, evaluate, exposure, exposure_of,
+                                  num_items,
                                   lookup, random_words, sample_ranking, table_values, uniform_from_words)
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
@@ -70,15 +71,21 @@ class Scenario:
                              f"quality function, got {self.signals!r}")
         if len({q.num_items for q in self.quality}) != 1:
             raise ValueError("every Scenario.quality function must cover the same catalogue")
+        if validate.has_shape(self.activity):
+            validate.matrix_shape("Scenario.activity", self.activity, (None,))
         for name, q in zip(self.signals, self.quality):
-            check_probabilities(f"Scenario.quality[{name!r}] table", table_values(q))
-        if is_value(self.activity):
-            act = np.asarray(self.activity, np.float64)
-            if act.ndim != 1 or act.size == 0 or not np.all(np.isfinite(act)) or act.min() < 0 \
-                    or abs(act.sum() - 1.0) > 1e-4:
+            table = table_values(q)
+            if validate.is_concrete(table):
+                validate.probabilities(f"Scenario.quality[{name!r}] table", table)
+            if validate.has_shape(table) and validate.has_shape(self.activity):
+                validate.table_rows(f"Scenario.quality[{name!r}] table", table, self.activity.shape[0],
+                                    "contexts (entries of Scenario.activity)")
+        if validate.is_concrete(self.activity):
+            act = validate.finite_values("Scenario.activity", self.activity).astype(np.float64)
+            if act.size == 0 or act.min() < 0 or abs(act.sum() - 1.0) > 1e-4:
                 raise ValueError("Scenario.activity must be a non-negative vector f32[X] summing to 1")
-        check_scalar("Scenario.satiation", self.satiation, low=0.0, high=1.0)
-        check_scalar("Scenario.fatigue", self.fatigue, low=0.0, high=1.0)
+        validate.probability("Scenario.satiation", self.satiation)
+        validate.probability("Scenario.fatigue", self.fatigue)
         if isinstance(self.view, Cascade) and self.view.stop_signal >= len(self.signals):
             raise ValueError(f"Cascade.stop_signal = {self.view.stop_signal} but the scenario has "
                              f"only {len(self.signals)} signals")
@@ -86,6 +93,15 @@ class Scenario:
 
 def num_contexts(scenario: Scenario) -> int:
     return int(np.shape(scenario.activity)[0])
+
+
+def check_policy(scenario: Scenario, policy: Policy) -> None:
+    """Raise ValueError unless `policy` ranks the scenario's catalogue and its lookup tables have
+    one row per context of the scenario (`simrec.feed.policies.check_contexts`)."""
+    if num_items(policy) != scenario.quality[0].num_items:
+        raise ValueError(f"the policy ranks {num_items(policy)} items but the scenario's quality "
+                         f"covers {scenario.quality[0].num_items}")
+    check_contexts(policy, num_contexts(scenario), "contexts of the scenario (entries of Scenario.activity)")
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -194,16 +210,16 @@ def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, e
     the last chunk is cut to give exactly `num_sessions`. exposure_table: f32[X, A], the ε₀ to
     record. With fatigue, chunks are rounded up to a multiple of `round_size`.
     """
-    num_sessions = check_int("num_sessions", num_sessions)
-    if num_items(policy) != scenario.quality[0].num_items:
-        raise ValueError(f"the policy ranks {num_items(policy)} items but the scenario's quality "
-                         f"covers {scenario.quality[0].num_items}")
+    num_sessions = validate.integer("num_sessions", num_sessions, low=1)
+    check_policy(scenario, policy)
+    validate.matrix_shape("exposure_table (contexts x items)", exposure_table,
+                          (num_contexts(scenario), num_items(policy)))
     K = policy.feed_length
-    limit = check_int("chunk_size", chunk_size) if chunk_size is not None else max(1, 2**22 // K)
+    limit = validate.integer("chunk_size", chunk_size, low=1) if chunk_size is not None else max(1, 2**22 // K)
     size = min(1 << (limit.bit_length() - 1), 1 << (num_sessions - 1).bit_length())
     fatigue = scenario.fatigue > 0
     if fatigue:
-        round_size = check_int("round_size", round_size)
+        round_size = validate.integer("round_size", round_size, low=1)
         size = -(-size // round_size) * round_size
     rounds, per_round = (size // round_size, round_size) if fatigue else (1, size)
     tables = context_tables(policy, num_contexts(scenario))
@@ -229,13 +245,13 @@ def simulate(key: jax.Array, scenario: Scenario, policy: Policy, num_sessions: i
     exposure table.
     """
     k_exposure, k_sessions = jax.random.split(key)
+    check_policy(scenario, policy)
     if logging_exposure is None:
         logging_exposure = exposure(k_exposure, policy, scenario.view,
                                     jnp.arange(num_contexts(scenario)), num_samples=num_samples).mean
     logging_exposure = jnp.asarray(logging_exposure, jnp.float32)
-    if logging_exposure.shape != (num_contexts(scenario), num_items(policy)):
-        raise ValueError(f"logging_exposure must be a table f32[{num_contexts(scenario)}, "
-                         f"{num_items(policy)}] (contexts x items), got shape {logging_exposure.shape}")
+    validate.matrix_shape("logging_exposure (contexts x items)", logging_exposure,
+                          (num_contexts(scenario), num_items(policy)))
     chunks = list(session_chunks(k_sessions, scenario, policy, num_sessions, logging_exposure,
                                  chunk_size=chunk_size, round_size=round_size))
     cat = {name: (jnp.concatenate([c[name] for c in chunks], axis=1 if name == "rewards" else 0)

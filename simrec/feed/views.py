@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simrec.feed._validate import check_int, check_scalar, is_value
+from simrec import validate
 
 __all__ = [
     "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
@@ -55,7 +55,8 @@ class Exponential:
     gamma: jax.Array
 
     def __post_init__(self):
-        check_scalar("Exponential.gamma", self.gamma, low=0.0, high=1.0)
+        if validate.is_concrete(self.gamma):
+            validate.probability("Exponential.gamma", self.gamma)
 
 
 @jax.tree_util.register_dataclass
@@ -71,9 +72,10 @@ class ScrollBudget:
     max_budget: int | None = field(default=None, metadata=dict(static=True))
 
     def __post_init__(self):
-        check_scalar("ScrollBudget.exponent", self.exponent, low=1.0, low_open=True, high_open=True)
+        if validate.is_concrete(self.exponent):
+            validate.finite("ScrollBudget.exponent", self.exponent, low=1.0, low_open=True)
         if self.max_budget is not None:
-            check_int("ScrollBudget.max_budget", self.max_budget)
+            validate.integer("ScrollBudget.max_budget", self.max_budget, low=1)
 
 
 @jax.tree_util.register_dataclass
@@ -86,12 +88,10 @@ class Tabulated:
     survival: jax.Array
 
     def __post_init__(self):
-        if is_value(self.survival):
-            s = np.asarray(self.survival, dtype=np.float64)
+        if validate.is_concrete(self.survival):
+            s = validate.probabilities("Tabulated.survival", self.survival)
             if s.ndim != 1 or s.size == 0:
                 raise ValueError(f"Tabulated.survival must be a non-empty vector, got shape {s.shape}")
-            if not np.all(np.isfinite(s)) or s.min() < 0 or s.max() > 1:
-                raise ValueError("Tabulated.survival must hold probabilities in [0, 1] (no NaN)")
             if np.any(np.diff(s) > 1e-6):
                 raise ValueError("Tabulated.survival must be non-increasing: P(D >= i) cannot grow with i")
 
@@ -113,8 +113,9 @@ class Cascade:
         if isinstance(self.base, Cascade) or not isinstance(self.base, _POSITION_MODELS):
             raise ValueError("Cascade.base must be a position-only view model "
                              "(Logarithmic, Exponential, ScrollBudget or Tabulated)")
-        check_scalar("Cascade.stop_probability", self.stop_probability, low=0.0, high=1.0)
-        check_int("Cascade.stop_signal", self.stop_signal, low=0)
+        if validate.is_concrete(self.stop_probability):
+            validate.probability("Cascade.stop_probability", self.stop_probability)
+        validate.integer("Cascade.stop_signal", self.stop_signal, low=0)
 
 
 _POSITION_MODELS = (Logarithmic, Exponential, ScrollBudget, Tabulated)
@@ -131,7 +132,7 @@ def view_probability(model: ViewModel, num_ranks: int) -> jax.Array:
 
     For a `Cascade`, the survival of its base model (the position-only exposure).
     """
-    return _survival(position_model(model), check_int("num_ranks (the feed length K)", num_ranks))
+    return _survival(position_model(model), validate.integer("num_ranks (the feed length K)", num_ranks, low=1))
 
 
 @functools.partial(jax.jit, static_argnums=1)

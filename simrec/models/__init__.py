@@ -1,22 +1,35 @@
 """Recommendation models that score every item for a user: MF-ADG, MF-AUC and baselines.
 
-Every model is an `MF` pytree scored by `scores(params, users) -> f32[B, I]`:
+One API for every family (`simrec.models.api`): a typed spec per family, `fit` dispatched on the
+spec's type and `score` for training users or, from their histories, new users:
 
-* `train(key, OptADG(...) | MFAUC(...), train_matrix, ...)`: MF-ADG (Lim Alg. 1) and MF-AUC;
+    model = fit(key, MFSpec(OptADG(dim=50), l2=0.01, learning_rate=0.1), train, pairs=400_000)
+    metrics.evaluate(lambda users: score(model, users), test, exclude=train)
+
+Specs: `MFSpec` (objective `OptADG` or `MFAUC`; `FoldIn`, `EarlyStopping`), `SVDSpec`,
+`IALSSpec`, `EASESpec`, `KUNNSpec`, `ItemKNNSpec`, `PopularitySpec`, `MFRMSESpec`,
+`AllRankSpec`; `spec_id` hashes one for cache addresses, `fit_grid` fits many sharing work.
+
+The trainers and scorers underneath stay public:
+
+* `train(key, OptADG(...) | MFAUC(...), train_matrix, ...)`: MF-ADG (Lim Alg. 1) and MF-AUC,
+  scored by `scores(params, users) -> f32[B, I]` like every `MF`;
 * `ials(key, train_matrix, ...)`: iALS / WMF (AllRank), with `fold_in` for new users;
-* `svd(train_matrix, dim)`: rank-k truncated SVD;
-* `popularity(train_matrix)`: item counts.
-
-Neighbourhood and linear autoencoder models have their own score functions:
-
+* `svd(train_matrix, dim)`: rank-k truncated SVD; `popularity(train_matrix)`: item counts;
 * `ease_grid(train, l2s)` / `ease_scores(model, users)`: EASE^R over a grid of lambda;
-* `kunn_grid(train, user_ks, item_ks)` / `kunn_scores`: KUNN; `item_knn` / `item_knn_scores`.
+* `kunn_grid(train, user_ks, item_ks)` / `kunn_scores`: KUNN; `item_knn` / `item_knn_scores`;
+* `mf_rmse`, `allrank`, `fold_in_ratings`: explicit-rating MF (`simrec.models.explicit`).
 """
+from simrec.models.api import (OPTIMIZERS, SPECS, AllRankSpec, EarlyStopping, EASESpec, FoldIn,
+                               IALSSpec, ItemKNNSpec, KUNNSpec, MFRMSESpec, MFSpec, Model,
+                               PopularitySpec, Spec, SVDSpec, fit, fit_grid, score, spec_id)
 from simrec.models.data import as_positive_csr
-from simrec.models.ease import EASE, GramEigen, ease, ease_grid, ease_scores, ease_weights, gram_eigen
+from simrec.models.ease import (EASE, GramEigen, ease, ease_grid, ease_history_scores, ease_scores,
+                                ease_weights, gram_eigen)
 from simrec.models.explicit import allrank, fold_in_ratings, mf_rmse
 from simrec.models.ials import fold_in, ials
-from simrec.models.knn import KUNN, ItemKNN, item_knn, item_knn_scores, kunn, kunn_grid, kunn_scores
+from simrec.models.knn import (KUNN, ItemKNN, item_knn, item_knn_history_scores, item_knn_scores,
+                               kunn, kunn_grid, kunn_history_scores, kunn_scores)
 from simrec.models.mf import MF, init_mf, scores
 from simrec.models.mf_auc import MFAUC
 from simrec.models.opt_adg import OptADG
@@ -24,7 +37,11 @@ from simrec.models.popularity import popularity
 from simrec.models.svd import svd
 from simrec.models.training import train
 
-__all__ = ["MF", "init_mf", "scores", "OptADG", "MFAUC", "train", "ials", "fold_in", "svd",
+__all__ = ["fit", "fit_grid", "score", "spec_id", "Model", "Spec", "SPECS", "OPTIMIZERS", "MFSpec",
+           "FoldIn", "EarlyStopping", "SVDSpec", "IALSSpec", "EASESpec", "KUNNSpec", "ItemKNNSpec",
+           "PopularitySpec", "MFRMSESpec", "AllRankSpec",
+           "MF", "init_mf", "scores", "OptADG", "MFAUC", "train", "ials", "fold_in", "svd",
            "popularity", "as_positive_csr", "EASE", "GramEigen", "ease", "ease_grid", "ease_scores",
-           "ease_weights", "gram_eigen", "KUNN", "ItemKNN", "item_knn", "item_knn_scores", "kunn",
-           "kunn_grid", "kunn_scores", "mf_rmse", "allrank", "fold_in_ratings"]
+           "ease_history_scores", "ease_weights", "gram_eigen", "KUNN", "ItemKNN", "item_knn",
+           "item_knn_scores", "item_knn_history_scores", "kunn", "kunn_grid", "kunn_scores",
+           "kunn_history_scores", "mf_rmse", "allrank", "fold_in_ratings"]

@@ -1,6 +1,6 @@
 """Training data for the models: validated positive sets and the pair samplers built on them.
 
-A training matrix is a `scipy.sparse` matrix [U, I] whose stored non-zero entries are the observed
+A training matrix is a `scipy.sparse` matrix [U, I] whose True (or 1) entries are the observed
 positives O⁺ᵤ (Lim §2). `as_positive_csr` validates it once on the host; `positive_sets` moves its
 CSR arrays to the device, where the samplers draw (u, i⁺) pairs and negatives without host
 round-trips, so training never needs a dense [U, I] matrix.
@@ -14,38 +14,29 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from simrec import validate
+
 __all__ = [
-    "PositiveSets", "as_positive_csr", "positive_sets", "sample_pairs", "other_items",
-    "nth_unobserved", "unobserved_items", "search_steps",
+    "PositiveSets", "as_positive_csr", "as_history_csr", "check_users", "positive_sets",
+    "sample_pairs", "nth_unobserved", "unobserved_items", "search_steps",
 ]
 
 
 def as_positive_csr(matrix, name: str = "train", *, allow_empty: bool = False) -> sp.csr_matrix:
     """Validated binary CSR copy of a positives matrix: sorted, unique indices, explicit zeros dropped.
 
-    `matrix` is a scipy.sparse matrix or a dense 2-D array [U, I] (bool or real, non-negative,
-    finite); every non-zero entry is an observed positive. A matrix without positives is an
-    error unless allow_empty. Returns csr_matrix bool[U, I] with int32 indices.
+    `matrix` is a scipy.sparse matrix or a dense 2-D array [U, I] of booleans or 0/1 (the
+    relevance rule of `simrec.validate.relevance_mask`: ratings or counts must be binarised by the
+    caller); every True entry is an observed positive. A matrix without positives is an error
+    unless allow_empty. Returns csr_matrix bool[U, I] with int32 indices.
     """
-    if not sp.issparse(matrix):
-        if not hasattr(matrix, "shape") or not hasattr(matrix, "dtype"):
-            raise ValueError(f"{name} must be a scipy.sparse matrix or 2-D array [users, items] of "
-                             f"observed positives, got {type(matrix).__name__}")
-        matrix = np.asarray(matrix)
-    if matrix.ndim != 2 or min(matrix.shape) < 1:
+    if not sp.issparse(matrix) and not (hasattr(matrix, "shape") and hasattr(matrix, "dtype")):
+        raise ValueError(f"{name} must be a scipy.sparse matrix or 2-D array [users, items] of "
+                         f"observed positives, got {type(matrix).__name__}")
+    if len(matrix.shape) != 2 or min(matrix.shape) < 1:
         raise ValueError(f"{name} must be 2-D [users, items] with at least one user and one item, "
-                         f"got shape {matrix.shape}")
-    csr = sp.csr_matrix(matrix, copy=True)
-    csr.sum_duplicates()
-    values = np.asarray(csr.data)
-    if values.dtype != bool:
-        if not np.issubdtype(values.dtype, np.number) or np.iscomplexobj(values):
-            raise ValueError(f"{name} must hold bool or real numbers, got dtype {values.dtype}")
-        if not np.all(np.isfinite(values)):
-            raise ValueError(f"{name} contains NaN or infinite entries; positives must be finite")
-        if np.any(values < 0):
-            raise ValueError(f"{name} contains negative entries; store observed positives as 1/True")
-    csr.eliminate_zeros()
+                         f"got shape {tuple(matrix.shape)}")
+    csr = sp.csr_matrix(validate.relevance_mask(name, matrix))
     if csr.nnz == 0 and not allow_empty:
         raise ValueError(f"{name} has no positives (nnz == 0); a model needs at least one observed pair")
     if max(csr.shape) >= 2**31 - 1 or csr.nnz >= 2**31 - 1:
@@ -55,6 +46,22 @@ def as_positive_csr(matrix, name: str = "train", *, allow_empty: bool = False) -
         shape=csr.shape)
     positives.has_sorted_indices = True
     return positives
+
+
+def as_history_csr(history, n_items: int) -> sp.csr_matrix:
+    """Validated bool CSR [B, I] of users' histories (`as_positive_csr`; rows may be empty) over
+    the model's catalogue of n_items items."""
+    history = as_positive_csr(history, "history", allow_empty=True)
+    if history.shape[1] != n_items:
+        raise ValueError(f"history has {history.shape[1]} items but the model has {n_items}; "
+                         f"both must index the same catalogue")
+    return history
+
+
+def check_users(users, n_users: int) -> np.ndarray:
+    """`users` as a 1-D integer numpy array of training rows in [0, n_users).  Returns int[B]."""
+    validate.matrix_shape("users", users, (None,))
+    return validate.indices("users", users, n_users, "users in the training matrix")
 
 
 @jax.tree_util.register_dataclass
@@ -96,15 +103,6 @@ def sample_pairs(key: jax.Array, sets: PositiveSets, batch_size: int) -> tuple[j
     start, stop = sets.indptr[users], sets.indptr[users + 1]
     offsets = jax.random.randint(item_key, (batch_size,), 0, stop - start)
     return users, sets.indices[start + offsets]
-
-
-def other_items(key: jax.Array, excluded: jax.Array, n_items: int, n_draws: int) -> jax.Array:
-    """n_draws items uniform on I∖{excluded}: j uniform in [0, |I|-1), mapped to j + [j >= excluded].
-
-    excluded: i32[*S]. Returns i32[*S, n_draws].
-    """
-    draws = jax.random.randint(key, excluded.shape + (n_draws,), 0, n_items - 1)
-    return draws + (draws >= excluded[..., None]).astype(draws.dtype)
 
 
 def search_steps(max_degree: int) -> int:

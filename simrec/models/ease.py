@@ -25,9 +25,11 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from simrec.models.data import as_positive_csr
+from simrec import validate
+from simrec.models.data import as_history_csr, as_positive_csr, check_users
 
-__all__ = ["GramEigen", "EASE", "gram_eigen", "ease", "ease_grid", "ease_weights", "ease_scores"]
+__all__ = ["GramEigen", "EASE", "gram_eigen", "ease", "ease_grid", "ease_weights", "ease_scores",
+           "ease_history_scores"]
 
 
 @dataclass(frozen=True)
@@ -72,18 +74,12 @@ def gram_eigen(train) -> GramEigen:
     return GramEigen(eigenvalues=values, eigenvectors=vectors)
 
 
-def _check_l2(l2) -> float:
-    if isinstance(l2, bool) or not np.isfinite(float(l2)) or float(l2) <= 0:
-        raise ValueError(f"l2 (λ) must be a finite number > 0, got {l2!r}")
-    return float(l2)
-
-
 def ease_grid(train, l2s: Sequence[float]) -> list[EASE]:
     """EASE^R models for every λ in l2s from one `gram_eigen` (see the module docstring).
 
     train: bool [U, I]. Returns one `EASE` per λ, in the order given, sharing the eigenvectors.
     """
-    l2s = [_check_l2(l2) for l2 in l2s]
+    l2s = [validate.positive("l2 (λ)", l2) for l2 in l2s]
     if not l2s:
         raise ValueError("l2s is empty; pass at least one λ > 0")
     train = as_positive_csr(train)
@@ -126,17 +122,6 @@ def _scores(eigenvectors, shrinkage, self_weight, history):
     return history - scaled_xp / self_weight                                        # X B
 
 
-def _check_users(users, n_users: int) -> np.ndarray:
-    users = np.asarray(users)
-    if users.ndim != 1 or not np.issubdtype(users.dtype, np.integer):
-        raise ValueError(f"users must be a 1-D integer array, got shape {users.shape} dtype "
-                         f"{users.dtype}")
-    if users.size and (users.min() < 0 or users.max() >= n_users):
-        raise ValueError(f"users must lie in [0, {n_users}), got range [{users.min()}, "
-                         f"{users.max()}]")
-    return users
-
-
 def ease_scores(model: EASE, users) -> jax.Array:
     """X_u B(λ) for the given training users.  users: int[B] -> f32[B, I].
 
@@ -145,6 +130,15 @@ def ease_scores(model: EASE, users) -> jax.Array:
     Use with ``simrec.metrics.evaluate(lambda users: ease_scores(model, users), test,
     exclude=model.train)``.
     """
-    users = _check_users(users, model.train.shape[0])
+    users = check_users(users, model.train.shape[0])
     history = jnp.asarray(model.train[users].toarray(), jnp.float32)
     return _scores(model.eigenvectors, model.shrinkage, model.self_weight, history)
+
+
+def ease_history_scores(model: EASE, history) -> jax.Array:
+    """X B(λ) for users given by their histories X (bool [B, I], rows may be empty), e.g. new
+    users (strong generalisation): `ease_scores` with the rows of `history` in place of the
+    training rows.  Returns f32[B, I]."""
+    history = as_history_csr(history, model.train.shape[1])
+    return _scores(model.eigenvectors, model.shrinkage, model.self_weight,
+                   jnp.asarray(history.toarray(), jnp.float32))

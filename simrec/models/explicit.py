@@ -26,13 +26,12 @@ Models are `MF` pytrees with item_bias = r₀, so `simrec.models.scores` gives R
 """
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from simrec import validate
 from simrec.models.mf import MF, init_mf
 
 __all__ = ["as_rating_csr", "weighted_als", "fold_in_ratings", "mf_rmse", "allrank"]
@@ -55,22 +54,17 @@ def as_rating_csr(ratings, name: str = "ratings", *, allow_empty: bool = False) 
         raise ValueError(f"{name} has repeated (user, item) entries; store one rating per pair")
     csr = sp.csr_matrix(coo)
     csr.sort_indices()
-    if not np.all(np.isfinite(csr.data)):
-        raise ValueError(f"{name} contains NaN or infinite ratings")
+    validate.finite_values(f"{name} (the observed ratings)", csr.data)
     if csr.nnz == 0 and not allow_empty:
         raise ValueError(f"{name} has no observed ratings")
     return csr
 
 
 def _check(l2: float, missing_weight: float, offset: float, imputed: float) -> None:
-    if not math.isfinite(l2) or l2 <= 0:
-        raise ValueError(f"l2 must be a finite number > 0, got {l2}")
-    if not math.isfinite(missing_weight) or not 0 <= missing_weight <= 1:
-        raise ValueError(f"missing_weight must be in [0, 1] (observed entries weigh 1), got "
-                         f"{missing_weight}")
-    for name, value in (("offset", offset), ("imputed", imputed)):
-        if not math.isfinite(value):
-            raise ValueError(f"{name} must be finite, got {value}")
+    validate.positive("l2", l2)
+    validate.probability("missing_weight (observed entries weigh 1)", missing_weight)
+    validate.finite("offset", offset)
+    validate.finite("imputed", imputed)
 
 
 def _solve_rows(factors: np.ndarray, csr: sp.csr_matrix, l2: float, offset: float, imputed: float,
@@ -113,9 +107,8 @@ def fold_in_ratings(item_factors, ratings, *, l2: float, offset: float, imputed:
     """
     _check(l2, missing_weight, offset, imputed)
     factors = np.asarray(item_factors, np.float64)
-    if factors.ndim != 2 or not np.all(np.isfinite(factors)):
-        raise ValueError(f"item_factors must be a finite 2-D array [items, k], got shape "
-                         f"{factors.shape}")
+    validate.matrix_shape("item_factors", factors, (None, None))
+    validate.finite_values("item_factors", factors)
     csr = as_rating_csr(ratings, allow_empty=True)
     if csr.shape[1] != factors.shape[0]:
         raise ValueError(f"ratings has {csr.shape[1]} items but item_factors has "
@@ -133,8 +126,7 @@ def weighted_als(key: jax.Array, ratings, *, dim: int, l2: float, offset: float,
     item_bias = offset f32[I]).
     """
     _check(l2, missing_weight, offset, imputed)
-    if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
-        raise ValueError(f"iterations must be a positive integer, got {iterations}")
+    validate.integer("iterations", iterations, low=1)
     csr = as_rating_csr(ratings)
     n_users, n_items = csr.shape
     user = np.asarray(init_mf(key, n_users, n_items, dim, init_scale).user, np.float64)

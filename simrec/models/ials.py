@@ -10,13 +10,13 @@ factors fixed (strong generalisation, FastML "Evaluating recommender systems").
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from simrec import validate
 from simrec.models.data import as_positive_csr
 from simrec.models.mf import MF, init_mf
 
@@ -24,13 +24,9 @@ __all__ = ["ials", "fold_in"]
 
 
 def _check_weights(l2: float, unobserved_weight: float, alpha: float) -> None:
-    if not math.isfinite(l2) or l2 <= 0:
-        raise ValueError(f"l2 must be a finite number > 0 (the normal equations need it), got {l2}")
-    if not math.isfinite(unobserved_weight) or unobserved_weight < 0:
-        raise ValueError(f"unobserved_weight must be a finite number >= 0, got {unobserved_weight}")
-    if not math.isfinite(alpha) or alpha <= -1:
-        raise ValueError(f"alpha must be a finite number > -1 (observed weight 1 + alpha > 0), "
-                         f"got {alpha}")
+    validate.positive("l2 (the normal equations need l2 > 0)", l2)
+    validate.finite("unobserved_weight", unobserved_weight, low=0.0)
+    validate.finite("alpha (observed weight 1 + alpha > 0)", alpha, low=-1.0, low_open=True)
 
 
 def fold_in(item_factors, observed, l2: float, *, unobserved_weight: float = 0.1, alpha: float = 0.0,
@@ -46,16 +42,13 @@ def fold_in(item_factors, observed, l2: float, *, unobserved_weight: float = 0.1
     """
     _check_weights(l2, unobserved_weight, alpha)
     factors = np.asarray(item_factors, np.float64)
-    if factors.ndim != 2:
-        raise ValueError(f"item_factors must be 2-D [items, k], got shape {factors.shape}")
-    if not np.all(np.isfinite(factors)):
-        raise ValueError("item_factors contains NaN or infinite values")
+    validate.matrix_shape("item_factors [items, k]", factors, (None, None))
+    validate.finite_values("item_factors", factors)
     csr = as_positive_csr(observed, "observed", allow_empty=True)
     if csr.shape[1] != factors.shape[0]:
         raise ValueError(f"observed has {csr.shape[1]} items but item_factors has {factors.shape[0]} "
                          f"rows; both must index the same catalogue")
-    if isinstance(block_entries, bool) or int(block_entries) != block_entries or block_entries < 1:
-        raise ValueError(f"block_entries must be a positive integer, got {block_entries}")
+    validate.integer("block_entries", block_entries, low=1)
     dim = factors.shape[1]
     observed_weight = 1.0 + alpha
     base = unobserved_weight * (factors.T @ factors) + l2 * np.eye(dim)
@@ -89,8 +82,7 @@ def ials(key: jax.Array, train, *, dim: int, l2: float, unobserved_weight: float
     item f32[I, k], item_bias = 0).
     """
     _check_weights(l2, unobserved_weight, alpha)
-    if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
-        raise ValueError(f"iterations must be a positive integer, got {iterations}")
+    validate.integer("iterations", iterations, low=1)
     csr = as_positive_csr(train)
     n_users, n_items = csr.shape
     user = init_mf(key, n_users, n_items, dim, init_scale).user

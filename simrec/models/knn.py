@@ -20,6 +20,10 @@ excluded). Neighbourhoods hold the k largest positive similarities; ties at the 
 the lower index. Similarities are computed in float64 and ranked after rounding to float32.
 The two terms are separable, so a (Ku, Ki) grid needs one similarity matrix and one top-k pass
 per side (`kunn_grid`): a neighbourhood of size k is the first k entries of the largest one.
+
+Users outside the training data are scored from their histories with everything trained kept
+fixed (`item_knn_history_scores`, `kunn_history_scores`: a new user's kNN(u) are the training
+users most similar to the history, c(u) its size, all other counts the training counts).
 """
 from __future__ import annotations
 
@@ -32,10 +36,11 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from simrec.models.data import as_positive_csr
-from simrec.models.ease import _check_users
+from simrec import validate
+from simrec.models.data import as_history_csr, as_positive_csr, check_users
 
-__all__ = ["KUNN", "ItemKNN", "kunn", "kunn_grid", "kunn_scores", "item_knn", "item_knn_scores"]
+__all__ = ["KUNN", "ItemKNN", "kunn", "kunn_grid", "kunn_scores", "kunn_history_scores", "item_knn",
+           "item_knn_scores", "item_knn_history_scores"]
 
 _RANK_BLOCK_ELEMENTS = 1 << 22        # rows of a similarity matrix ranked together (16 MB f32)
 
@@ -48,7 +53,8 @@ class KUNN:
     item_neighbours: f32 CSR [I, I], entry (j, i) = sim(i, j) for j ∈ kNN(i) (transposed, so
         that the item term is a product with the user rows);
     by_item_count: f32 CSR [U, I] = R_vi / sqrt(c(i)); by_user_count: f32 CSR [U, I] =
-    R_uj / sqrt(c(u)); user_k, item_k: Ku, Ki.
+    R_uj / sqrt(c(u)); user_k, item_k: Ku, Ki; train: bool CSR [U, I] = R (the neighbours of
+    new users, `kunn_history_scores`).
     """
     user_neighbours: sp.csr_matrix
     item_neighbours: sp.csr_matrix
@@ -56,6 +62,7 @@ class KUNN:
     by_user_count: sp.csr_matrix
     user_k: int
     item_k: int
+    train: sp.csr_matrix
 
 
 @dataclass(frozen=True)
@@ -65,12 +72,6 @@ class ItemKNN:
     train: sp.csr_matrix
     neighbours: sp.csr_matrix
     k: int
-
-
-def _check_k(k, name: str) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {k!r}")
-    return int(k)
 
 
 def _inverse_sqrt(counts: np.ndarray) -> np.ndarray:
@@ -117,13 +118,16 @@ def _ranked_neighbours(similarity: sp.csr_matrix, k: int) -> tuple[np.ndarray, n
     return np.concatenate(indices), np.concatenate(values)
 
 
-def _neighbour_matrix(ranked: tuple[np.ndarray, np.ndarray], k: int) -> sp.csr_matrix:
-    """f32 CSR [N, N]: row r holds the first k ranked neighbours of r with positive similarity."""
+def _neighbour_matrix(ranked: tuple[np.ndarray, np.ndarray], k: int,
+                      n_cols: int | None = None) -> sp.csr_matrix:
+    """f32 CSR [N, n_cols] (n_cols = N by default): row r holds the first k ranked neighbours of r
+    with positive similarity."""
     index, value = ranked[0][:, :k], ranked[1][:, :k]
     rows = np.broadcast_to(np.arange(len(index))[:, None], index.shape)
     positive = value > 0
     return sp.csr_matrix((value[positive], (rows[positive], index[positive])),
-                         shape=(len(index), len(index)), dtype=np.float32)
+                         shape=(len(index), len(index) if n_cols is None else n_cols),
+                         dtype=np.float32)
 
 
 def kunn_grid(train, user_ks: Sequence[int], item_ks: Sequence[int]) -> dict[tuple[int, int], KUNN]:
@@ -132,8 +136,8 @@ def kunn_grid(train, user_ks: Sequence[int], item_ks: Sequence[int]) -> dict[tup
     One similarity matrix and one top-max(k) pass per side; each model shares the scaled
     training matrices. train: bool [U, I]. Returns {(Ku, Ki): KUNN}.
     """
-    user_ks = [_check_k(k, "user_ks entries") for k in user_ks]
-    item_ks = [_check_k(k, "item_ks entries") for k in item_ks]
+    user_ks = [validate.integer("user_ks entries", k, low=1) for k in user_ks]
+    item_ks = [validate.integer("item_ks entries", k, low=1) for k in item_ks]
     if not user_ks or not item_ks:
         raise ValueError("user_ks and item_ks must each hold at least one neighbourhood size")
     train = as_positive_csr(train)
@@ -148,7 +152,8 @@ def kunn_grid(train, user_ks: Sequence[int], item_ks: Sequence[int]) -> dict[tup
     item_parts = {k: _neighbour_matrix(item_ranked, k).T.tocsr() for k in item_ks}
     by_item32, by_user32 = by_item.astype(np.float32), by_user.astype(np.float32)
     return {(ku, ki): KUNN(user_neighbours=user_parts[ku], item_neighbours=item_parts[ki],
-                           by_item_count=by_item32, by_user_count=by_user32, user_k=ku, item_k=ki)
+                           by_item_count=by_item32, by_user_count=by_user32, user_k=ku, item_k=ki,
+                           train=train)
             for ku in user_ks for ki in item_ks}
 
 
@@ -162,9 +167,41 @@ def kunn_scores(model: KUNN, users) -> np.ndarray:
 
     Two sparse products, O(B (Ku + Ki) d) for mean degree d, then a dense [B, I] block.
     """
-    users = _check_users(users, model.by_item_count.shape[0])
+    users = check_users(users, model.by_item_count.shape[0])
     scores = (model.user_neighbours[users] @ model.by_item_count).toarray()
     scores += (model.by_user_count[users] @ model.item_neighbours).toarray()
+    return scores
+
+
+def kunn_history_scores(model: KUNN, history, users=None) -> np.ndarray:
+    """s(u, i) of the module docstring for users given by their histories, the training data fixed.
+
+    history: bool [B, I], row b the items R_b. of user b; c(b) = |R_b.| while R_vi, c(v) and c(i)
+    stay the training counts; kNN(b) are the Ku training users most similar to the history, and
+    kNN(i) the trained item neighbourhoods. users: None (new users), or int[B] the training rows
+    the histories belong to, which are then not their own neighbours, so that
+    `kunn_history_scores(model, train[users], users)` equals `kunn_scores(model, users)`.
+    Returns f32[B, I].
+    """
+    n_users, n_items = model.train.shape
+    history = as_history_csr(history, n_items)
+    inv_user = _inverse_sqrt(np.diff(model.train.indptr))
+    inv_item = _inverse_sqrt(np.bincount(model.train.indices, minlength=n_items))
+    by_user = _scale(history, rows=_inverse_sqrt(np.diff(history.indptr)))
+    similarity = (_scale(by_user, cols=inv_item) @ _scale(model.train, rows=inv_user).T).tocoo()
+    if users is not None:
+        users = check_users(users, n_users)
+        if len(users) != history.shape[0]:
+            raise ValueError(f"users has {len(users)} entries but history has {history.shape[0]} "
+                             f"rows; pass one training user per history row (or users=None)")
+        own = similarity.col == users[similarity.row]
+        similarity.data[own] = 0.0
+    similarity = sp.csr_matrix(similarity)
+    similarity.eliminate_zeros()
+    neighbours = _neighbour_matrix(_ranked_neighbours(similarity, model.user_k), model.user_k,
+                                   n_users)
+    scores = (neighbours @ model.by_item_count).toarray()
+    scores += (by_user.astype(np.float32) @ model.item_neighbours).toarray()
     return scores
 
 
@@ -173,7 +210,7 @@ def item_knn(train, k: int) -> ItemKNN:
 
     train: bool [U, I]. Returns `ItemKNN`.
     """
-    k = _check_k(k, "k")
+    k = validate.integer("k", k, low=1)
     train = as_positive_csr(train)
     normalised = _scale(train, cols=_inverse_sqrt(np.bincount(train.indices,
                                                               minlength=train.shape[1])))
@@ -184,5 +221,12 @@ def item_knn(train, k: int) -> ItemKNN:
 def item_knn_scores(model: ItemKNN, users) -> np.ndarray:
     """s(u, i) = Σ_{j ∈ R_u} sim(j, i) [i ∈ kNN(j)] for the given users.
     users: int[B] -> f32[B, I]."""
-    users = _check_users(users, model.train.shape[0])
+    users = check_users(users, model.train.shape[0])
     return (model.train[users].astype(np.float32) @ model.neighbours).toarray()
+
+
+def item_knn_history_scores(model: ItemKNN, history) -> np.ndarray:
+    """s(b, i) = Σ_{j ∈ R_b} sim(j, i) [i ∈ kNN(j)] for users given by their histories
+    (bool [B, I], rows may be empty), the trained neighbourhoods fixed.  Returns f32[B, I]."""
+    history = as_history_csr(history, model.train.shape[1])
+    return (history.astype(np.float32) @ model.neighbours).toarray()

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from simrec import validate
+from simrec.models.data import check_users
 
 __all__ = ["MF", "init_mf", "scores", "pairwise_loss", "pair_rows_loss"]
 
@@ -37,12 +39,9 @@ class MF:
 
 def init_mf(key: jax.Array, n_users: int, n_items: int, dim: int, scale: float) -> MF:
     """Initial parameters: θᵤ, θᵢ ~ N(0, scale² I_k) independently, bᵢ = 0.  Returns MF (f32)."""
-    for name, value in (("n_users", n_users), ("n_items", n_items), ("dim", dim)):
-        if int(value) != value or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
-    if not np.isfinite(scale) or scale < 0:
-        raise ValueError(f"scale must be a finite number >= 0, got {scale}")
-    return _init_mf(key, jnp.float32(scale), int(n_users), int(n_items), int(dim))
+    sizes = [validate.integer(name, value, low=1)
+             for name, value in (("n_users", n_users), ("n_items", n_items), ("dim", dim))]
+    return _init_mf(key, jnp.float32(validate.finite("scale", scale, low=0.0)), *sizes)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3, 4))
@@ -59,16 +58,11 @@ def _scores(params: MF, users: jax.Array) -> jax.Array:
 
 
 def scores(params: MF, users) -> jax.Array:
-    """f(u, i) = <θᵤ, θᵢ> + bᵢ for the given users and every item.  users: i32[B] -> f32[B, I]."""
+    """f(u, i) = <θᵤ, θᵢ> + bᵢ for the given users and every item.  users: i32[B] -> f32[B, I].
+
+    Jit-friendly: traced `users` skip the (host) range check."""
     if not isinstance(users, jax.core.Tracer):
-        users_np = np.asarray(users)
-        if users_np.ndim != 1 or not np.issubdtype(users_np.dtype, np.integer):
-            raise ValueError(f"users must be a 1-D integer array, got shape {users_np.shape} "
-                             f"dtype {users_np.dtype}")
-        n_users = params.user.shape[0]
-        if users_np.size and (users_np.min() < 0 or users_np.max() >= n_users):
-            raise ValueError(f"users must lie in [0, {n_users}), got range "
-                             f"[{users_np.min()}, {users_np.max()}]")
+        users = check_users(users, params.user.shape[0])
     return _scores(params, jnp.asarray(users, jnp.int32))
 
 

@@ -6,12 +6,12 @@ hinge is an unbiased estimate of it. Shares `OptADG`'s sampler of (u, i⁺) and 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 
+from simrec import validate
 from simrec.models.data import PositiveSets, unobserved_items
 from simrec.models.mf import MF
 
@@ -26,10 +26,8 @@ class MFAUC:
     init_scale: float = field(default=0.1, metadata=dict(static=True))
 
     def __post_init__(self):
-        if int(self.dim) != self.dim or self.dim < 1:
-            raise ValueError(f"dim must be a positive integer, got {self.dim}")
-        if not math.isfinite(self.init_scale) or self.init_scale < 0:
-            raise ValueError(f"init_scale must be a finite number >= 0, got {self.init_scale}")
+        validate.integer("MFAUC.dim", self.dim, low=1)
+        validate.finite("MFAUC.init_scale", self.init_scale, low=0.0)
 
 
 def draw_negatives(key: jax.Array, spec: MFAUC, params: MF, sets: PositiveSets, users: jax.Array,

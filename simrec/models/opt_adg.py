@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from simrec import validate
 from simrec.models.data import PositiveSets
 from simrec.models.mf import MF
 
@@ -55,16 +56,11 @@ class OptADG:
     search_width: int = field(default=8, metadata=dict(static=True))
 
     def __post_init__(self):
-        if int(self.dim) != self.dim or self.dim < 1:
-            raise ValueError(f"dim must be a positive integer, got {self.dim}")
-        if not math.isfinite(self.gamma) or self.gamma <= 0:
-            raise ValueError(f"gamma must be a finite number > 0 (Lim use 100), got {self.gamma}")
-        if not math.isfinite(self.init_scale) or self.init_scale < 0:
-            raise ValueError(f"init_scale must be a finite number >= 0, got {self.init_scale}")
-        for name in ("chunk_size", "search_width"):
-            value = getattr(self, name)
-            if int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value}")
+        validate.integer("OptADG.dim", self.dim, low=1)
+        validate.positive("OptADG.gamma (Lim use 100)", self.gamma)
+        validate.finite("OptADG.init_scale", self.init_scale, low=0.0)
+        validate.integer("OptADG.chunk_size", self.chunk_size, low=1)
+        validate.integer("OptADG.search_width", self.search_width, low=1)
 
 
 def rank_cost(k: jax.Array) -> jax.Array:

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse.linalg
 
+from simrec import validate
 from simrec.models.data import as_positive_csr
 from simrec.models.mf import MF
 
@@ -19,11 +20,10 @@ def svd(train, dim: int) -> MF:
     item = V_k f32[I, k], item_bias = 0).
     """
     csr = as_positive_csr(train)
-    if isinstance(dim, bool) or int(dim) != dim or not 1 <= dim < min(csr.shape):
-        raise ValueError(f"dim must be an integer in [1, min(U, I) - 1] = [1, {min(csr.shape) - 1}] "
-                         f"for a truncated SVD of shape {csr.shape}, got {dim}")
+    dim = validate.integer(f"dim (a truncated SVD of shape {csr.shape} has rank < min(U, I))", dim,
+                           low=1, high=min(csr.shape) - 1)
     start = np.random.default_rng(0).standard_normal(min(csr.shape))
-    left, singular, right_t = scipy.sparse.linalg.svds(csr.astype(np.float64), k=int(dim), v0=start)
+    left, singular, right_t = scipy.sparse.linalg.svds(csr.astype(np.float64), k=dim, v0=start)
     order = np.argsort(-singular)
     return MF(user=jnp.asarray(left[:, order] * singular[order], jnp.float32),
               item=jnp.asarray(right_t[order].T, jnp.float32),

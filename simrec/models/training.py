@@ -19,18 +19,19 @@ repeated rows more than once.
 from __future__ import annotations
 
 import functools
-import math
-from typing import Callable
+import itertools
+from typing import Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from simrec import validate
 from simrec.models import mf_auc, opt_adg
 from simrec.models.data import PositiveSets, as_positive_csr, positive_sets, sample_pairs
 from simrec.models.mf import MF, init_mf, pair_rows_loss
 
-__all__ = ["train", "train_epoch", "sparse_step"]
+__all__ = ["train", "train_epochs", "Epoch", "train_epoch", "sparse_step"]
 
 _NEGATIVE_RULES = {opt_adg.OptADG: opt_adg.draw_negatives, mf_auc.MFAUC: mf_auc.draw_negatives}
 
@@ -139,6 +140,55 @@ def train_epoch(key: jax.Array, spec, params: MF, opt_state, sets: PositiveSets,
     return params, opt_state, loss_sum / pairs, active_sum / pairs
 
 
+class Epoch(NamedTuple):
+    """A training run after `epochs` epochs: params, the last epoch's mean loss per sampled pair and
+    share of sampled pairs that took a step (f32[] on the device; NaN before the first epoch), and
+    pairs: the (u, i⁺) pairs sampled so far (epochs · ⌈nnz/batch_size⌉ · batch_size)."""
+    epochs: int
+    params: MF
+    loss: jax.Array
+    step_share: jax.Array
+    pairs: int
+
+
+def train_epochs(key: jax.Array, model_spec, train_matrix, *, batch_size: int,
+                 optimizer: optax.GradientTransformation, l2: float) -> Iterator[Epoch]:
+    """The run of `train` one epoch at a time, without an end: validates the arguments at once,
+    then returns an iterator of `Epoch` states, first the initial parameters (epochs = 0), then
+    the state after every epoch 1, 2, ... (exactly the parameters `train` returns for that many
+    epochs). The consumer decides when to stop, e.g. on a validation metric."""
+    if type(model_spec) not in _NEGATIVE_RULES:
+        raise ValueError(f"model_spec must be one of {[t.__name__ for t in _NEGATIVE_RULES]}, "
+                         f"got {type(model_spec).__name__}")
+    batch_size = validate.integer("batch_size", batch_size, low=1)
+    validate.finite("l2", l2, low=0.0)
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise ValueError(f"optimizer must be an optax.GradientTransformation, "
+                         f"got {type(optimizer).__name__}")
+    csr = as_positive_csr(train_matrix, "train_matrix")
+    n_users, n_items = csr.shape
+    if n_items < 2:
+        raise ValueError(f"train_matrix needs at least 2 items to draw negatives, got {n_items}")
+    sets = positive_sets(csr)
+    init_key, loop_key = jax.random.split(key)
+    params = init_mf(init_key, n_users, n_items, model_spec.dim, model_spec.init_scale)
+    steps = -(-csr.nnz // batch_size)
+    return _epochs(loop_key, model_spec, params, optimizer.init(params), sets, jnp.float32(l2),
+                   steps, optimizer, batch_size)
+
+
+def _epochs(loop_key, model_spec, params: MF, opt_state, sets: PositiveSets, l2: jax.Array,
+            steps: int, optimizer, batch_size: int) -> Iterator[Epoch]:
+    """`train_epochs`' iterator: epoch e (0-based) runs `train_epoch` with fold_in(loop_key, e)."""
+    nan = jnp.float32(jnp.nan)
+    yield Epoch(0, params, nan, nan, 0)
+    for epoch in itertools.count():
+        params, opt_state, loss, step_share = train_epoch(
+            jax.random.fold_in(loop_key, epoch), model_spec, params, opt_state, sets, l2,
+            jnp.int32(steps), optimizer=optimizer, batch_size=batch_size)
+        yield Epoch(epoch + 1, params, loss, step_share, (epoch + 1) * steps * batch_size)
+
+
 def train(key: jax.Array, model_spec, train_matrix, *, epochs: int, batch_size: int,
           optimizer: optax.GradientTransformation, l2: float,
           callback: Callable[[int, MF, dict], None] | None = None) -> MF:
@@ -153,30 +203,11 @@ def train(key: jax.Array, model_spec, train_matrix, *, epochs: int, batch_size: 
     compiled epoch. `callback(epoch, params, {"loss": per-pair mean loss, "step_share": share of
     pairs that took a step})` runs on the host after each epoch. Returns MF.
     """
-    if type(model_spec) not in _NEGATIVE_RULES:
-        raise ValueError(f"model_spec must be one of {[t.__name__ for t in _NEGATIVE_RULES]}, "
-                         f"got {type(model_spec).__name__}")
-    for name, value, least in (("epochs", epochs, 0), ("batch_size", batch_size, 1)):
-        if isinstance(value, bool) or int(value) != value or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value}")
-    if not math.isfinite(l2) or l2 < 0:
-        raise ValueError(f"l2 must be a finite number >= 0, got {l2}")
-    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
-        raise ValueError(f"optimizer must be an optax.GradientTransformation, "
-                         f"got {type(optimizer).__name__}")
-    csr = as_positive_csr(train_matrix, "train_matrix")
-    n_users, n_items = csr.shape
-    if n_items < 2:
-        raise ValueError(f"train_matrix needs at least 2 items to draw negatives, got {n_items}")
-    sets = positive_sets(csr)
-    init_key, loop_key = jax.random.split(key)
-    params = init_mf(init_key, n_users, n_items, model_spec.dim, model_spec.init_scale)
-    opt_state = optimizer.init(params)
-    steps = -(-csr.nnz // int(batch_size))
-    for epoch in range(int(epochs)):
-        params, opt_state, loss, step_share = train_epoch(
-            jax.random.fold_in(loop_key, epoch), model_spec, params, opt_state, sets,
-            jnp.float32(l2), jnp.int32(steps), optimizer=optimizer, batch_size=int(batch_size))
-        if callback is not None:
-            callback(epoch, params, {"loss": float(loss), "step_share": float(step_share)})
-    return params
+    epochs = validate.integer("epochs", epochs, low=0)
+    run = train_epochs(key, model_spec, train_matrix, batch_size=batch_size, optimizer=optimizer,
+                       l2=l2)
+    for state in itertools.islice(run, epochs + 1):
+        if callback is not None and state.epochs > 0:
+            callback(state.epochs - 1, state.params,
+                     {"loss": float(state.loss), "step_share": float(state.step_share)})
+    return state.params

@@ -34,7 +34,7 @@ def test_scores_are_inner_products_plus_bias():
 
 def test_popularity_scores_are_item_counts():
     dense = _binary(0)
-    model = popularity(sp.csr_matrix(dense.astype(float) * 3.0))
+    model = popularity(sp.csr_matrix(dense.astype(float)))
     counts = dense.sum(axis=0)
     np.testing.assert_array_equal(scores(model, np.arange(30)), np.broadcast_to(counts, dense.shape))
 

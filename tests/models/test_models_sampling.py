@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from simrec.models.data import (as_positive_csr, nth_unobserved, other_items, positive_sets,
-                                sample_pairs, unobserved_items)
+from simrec.models.data import (as_positive_csr, nth_unobserved, positive_sets, sample_pairs,
+                                unobserved_items)
 
 
 def _rows(rows, n_items):
@@ -46,20 +46,6 @@ def test_unobserved_items_uniform_on_complement():
         assert np.all(np.abs(counts[complement] - n * p) <= 4 * se)
 
 
-def test_other_items_uniform_and_never_the_excluded_item():
-    n_items, n = 7, 70_000
-    excluded = jnp.array([0, 3, 6], jnp.int32)
-    draws = jax.jit(other_items, static_argnums=(2, 3))(jax.random.key(1), excluded, n_items, n)
-    draws = np.asarray(draws)
-    assert draws.shape == (3, n)
-    p = 1 / (n_items - 1)
-    se = np.sqrt(n * p * (1 - p))
-    for row, item in zip(draws, excluded.tolist()):
-        counts = np.bincount(row, minlength=n_items)
-        assert counts[item] == 0
-        assert np.all(np.abs(np.delete(counts, item) - n * p) <= 4 * se)
-
-
 def test_sample_pairs_uniform_user_then_uniform_positive():
     sets = positive_sets(_rows(ROWS, 10))
     n = 120_000
@@ -73,14 +59,19 @@ def test_sample_pairs_uniform_user_then_uniform_positive():
             assert abs(count - n * p) <= 4 * np.sqrt(n * p * (1 - p))
 
 
-def test_as_positive_csr_binarises_and_validates():
-    csr = as_positive_csr(sp.csr_matrix(np.array([[0.0, 2.0, 0.0], [1.0, 0.0, 0.5]])))
+def test_as_positive_csr_takes_booleans_or_0_1_and_validates():
+    csr = as_positive_csr(sp.csr_matrix(np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]])))
     assert csr.dtype == bool and csr.toarray().tolist() == [[False, True, False], [True, False, True]]
+    assert csr.indices.dtype == np.int32 and csr.has_sorted_indices
+    dense = as_positive_csr(np.array([[False, True], [True, True]]))
+    assert dense.toarray().tolist() == [[False, True], [True, True]]
     with pytest.raises(ValueError, match="train"):
         as_positive_csr(sp.csr_matrix((3, 4)))
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="binarise"):               # ratings are not positives
+        as_positive_csr(sp.csr_matrix(np.array([[0.0, 2.0, 0.5]])))
+    with pytest.raises(ValueError, match="boolean"):
         as_positive_csr(sp.csr_matrix(np.array([[np.nan, 1.0]])))
-    with pytest.raises(ValueError, match="negative"):
+    with pytest.raises(ValueError, match="boolean"):
         as_positive_csr(sp.csr_matrix(np.array([[-1.0, 1.0]])))
     with pytest.raises(ValueError, match="2-D"):
         as_positive_csr(np.ones(3))

@@ -1,12 +1,15 @@
 """Study valid_vs_test (Lim Table 2 extended): smoke structure, Diff% against an independent
-recomputation, selection shared with opt_adg, and identical reruns from the cache."""
+recomputation, the same fitted models and selection as opt_adg, and identical reruns from the
+cache."""
+import inspect
+
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 
 from simrec import runner
-from simrec.runner import CellResult
-from studies import opt_adg, valid_vs_test
+from simrec_studies import opt_adg, valid_vs_test
 
 
 @pytest.fixture(scope="module")
@@ -21,15 +24,15 @@ def test_smoke_table_structure_and_ranges(smoke_run):
     config, out, first = smoke_run
     assert first.cells_total == len(config.methods) * config.data.n_folds
     diff = pd.read_csv(out / "table_diff.csv")
-    assert len(diff) == len(valid_vs_test.PROTOCOLS) * len(config.methods) * len(opt_adg.METRICS)
-    assert set(diff.protocol) == set(valid_vs_test.PROTOCOLS)
+    assert len(diff) == len(opt_adg.PROTOCOLS) * len(config.methods) * len(opt_adg.METRICS)
+    assert set(diff.protocol) == set(opt_adg.PROTOCOLS)
     for column in ("valid", "test", "unobserved"):
         assert diff[column].between(0, 1).all(), column
     assert set(diff.UBM[diff.metric.isin(["ATOP", "ADG", "Recall@10"])]) == {"yes"}
     assert set(diff.UBM[diff.metric.isin(["MAP", "NDCG"])]) == {"no"}
     sizes = pd.read_csv(out / "table_sizes.csv")
     assert (sizes.unobserved > sizes.test).all()          # P+∖O+ is the larger set at rate 1/2
-    assert (out / "fig_diff.png").exists()
+    assert (out / "fig_diff.png").exists() and (out / "records.csv").exists()
 
 
 def test_diff_percent_is_relative_difference_of_fold_means(smoke_run):
@@ -48,36 +51,82 @@ def test_rerun_from_cache_is_identical(smoke_run):
     assert (out / "table_diff.csv").read_bytes() == before
 
 
-def test_selected_model_is_the_one_opt_adg_selects(smoke_run):
-    """Same seed and settings: valid_vs_test's per-fold choice equals opt_adg's selection."""
+def test_models_and_selection_are_opt_adgs(smoke_run):
+    """Same seed, data and training: valid_vs_test's own setup and compute give opt_adg's records
+    for the cell (every grid point, both protocols; the fit time aside), and its report selects
+    the setting opt_adg selects."""
     config, out, _ = smoke_run
-    import jax
     root = jax.random.key(0)
-    cells = [c for c in opt_adg.method_cells(["tiny"], ("mf_adg",), config.data, config.training)]
-    results = [CellResult(c, opt_adg.fit_and_evaluate(runner.key_id(root), config.data,
-                                                       config.training, c["dataset"], c["fold"],
-                                                       c["method"], c["l2"], c["lr"], c["rank"]))
-               for c in cells]
-    chosen = opt_adg.selected(results)
+    theirs_config = opt_adg.OptADGConfig(worlds=config.worlds, methods=("mf_adg",), real=False,
+                                         data=config.data, training=config.training)
+    cell = {"dataset": "tiny", "fold": 1, "method": "mf_adg"}
+    mine = valid_vs_test.compute(root, config, cell, valid_vs_test.STUDY.setup(root, config))
+    theirs = opt_adg.compute(root, theirs_config, cell, opt_adg.STUDY.setup(root, theirs_config))
+    for ours, their in zip(mine, theirs, strict=True):
+        assert {**ours, "train_seconds": 0.0} == {**their, "train_seconds": 0.0}
+    assert len({(r["l2"], r["lr"]) for r in mine}) == len(opt_adg.grid("mf_adg", config.training))
+    stored = pd.read_csv(out / "records.csv")
+    frame = runner.records_frame(valid_vs_test.STUDY, stored.to_numpy().tolist())
+    chosen = opt_adg.selected(frame)
     for fold in range(config.data.n_folds):
-        mine = valid_vs_test.compute(root, config, {"dataset": "tiny", "fold": fold, "method": "mf_adg"})
-        theirs = chosen[(chosen.fold == fold) & (chosen.set == "test")]
-        assert mine["setting"]["l2"] == theirs.l2.iloc[0]
-        for spec in opt_adg.METRICS:
-            assert mine["test"][spec] == theirs[theirs.metric == spec].value.iloc[0]
+        part = frame[(frame.fold == fold) & (frame.method == "mf_adg") & (frame.set == "valid")
+                     & (frame.metric == "adg") & (frame.protocol == opt_adg.HELD_OUT)]
+        best = part.l2[part.value == part.value.max()].iloc[0]
+        assert set(chosen[(chosen.fold == fold) & (chosen.method == "mf_adg")].l2) == {best}
 
 
-def test_diff_table_on_hand_made_results():
-    results = []
-    for fold, (valid, test, unobserved) in enumerate([(0.2, 0.25, 0.3), (0.3, 0.25, 0.5)]):
-        values = {"valid": {m: valid for m in opt_adg.METRICS},
-                  "test": {m: test for m in opt_adg.METRICS},
-                  "unobserved": {m: unobserved for m in opt_adg.METRICS},
-                  "sizes": {"valid": 1.0, "test": 2.0, "unobserved": 9.0}}
-        results.append(CellResult({"dataset": "d", "fold": fold, "method": "m"}, values))
-    diff = valid_vs_test._diff_table(valid_vs_test._rows(None, results))
+def _records(fold, valid, test, unobserved) -> list[dict]:
+    base = {"dataset": "d", "fold": fold, "method": "m", "l2": 0.0, "lr": 0.0, "rank": 0,
+            "epochs": 0, "train_seconds": 0.0, "protocol": opt_adg.HELD_OUT}
+    return [{**base, "set": name, "metric": m, "value": value, "size": size}
+            for name, value, size in (("valid", valid, 1.0), ("test", test, 2.0),
+                                      ("unobserved", unobserved, 9.0))
+            for m in opt_adg.METRICS]
+
+
+def test_diff_table_on_hand_made_records():
+    rows = _records(0, 0.2, 0.25, 0.3) + _records(1, 0.3, 0.25, 0.5)
+    frame = runner.records_frame(valid_vs_test.STUDY,
+                                 runner.check_records(valid_vs_test.STUDY, {}, rows))
+    diff = valid_vs_test._diff_table(frame)
     row = diff[diff.metric == "ADG"].iloc[0]
     assert row["Diff% valid"] == pytest.approx(0.0)
     assert row["Diff% unobserved"] == pytest.approx(100 * (0.4 - 0.25) / 0.25)
     # per-fold differences 0.05 and 0.25: mean 0.15, SE = SD/sqrt(2) = 0.1
     assert row["z unobserved"] == pytest.approx(0.15 / 0.1)
+    sizes = valid_vs_test._sizes(frame).set_index("dataset")
+    assert sizes.loc["d", "unobserved"] == 9.0 and sizes.loc["d", "test"] == 2.0
+
+
+def test_report_figure_is_reproducible_and_leaves_numpys_rng_alone(smoke_run):
+    """seaborn jitters strips with numpy's global RNG; the figure seeds it and restores it."""
+    import io
+    import matplotlib.pyplot as plt
+    config, out, _ = smoke_run
+    frame = runner.records_frame(valid_vs_test.STUDY,
+                                 pd.read_csv(out / "records.csv").to_numpy().tolist())
+    images = []
+    for seed in (1, 2):
+        np.random.seed(seed)
+        expected = np.random.random()
+        np.random.seed(seed)
+        figure = valid_vs_test.report(config, frame).figures["fig_diff"]
+        assert np.random.random() == expected
+        buf = io.BytesIO()
+        figure.savefig(buf, format="png", metadata={"Software": None})
+        plt.close(figure)
+        images.append(buf.getvalue())
+    assert images[0] == images[1]
+
+
+def test_the_module_keeps_no_state():
+    """No memo of shared state and no key round trips: state comes from setup, keys from the runner."""
+    assert not [name for name, value in vars(valid_vs_test).items() if hasattr(value, "cache_info")]
+    source = inspect.getsource(valid_vs_test)
+    for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
+        assert banned not in source, banned
+    assert valid_vs_test.STUDY.columns == opt_adg.COLUMNS
+
+
+def test_every_config_field_is_documented():
+    assert all(meaning for _, _, _, meaning in runner.config_help(valid_vs_test.PRESETS["default"]))
