@@ -23,56 +23,49 @@ tie with different nDCG counts as a disagreement, pairs tied on both are skipped
 """
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import jax
-import jax.numpy as jnp
-import matplotlib
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from simrec import data, metrics, missing, models, stats
-from simrec.runner import Report, Study, cell_key, key_id, shared_key
+from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world
-from studies._data import real_data_file, skipped_note
-
-matplotlib.use("Agg")
+from simrec_studies._data import real_data_file, skipped_note
 
 #: Jeunen et al. KDD'24 App. A on MovieLens-1M (their public notebook's printed values)
 PAPER = {"pearson": 0.6325, "kendall": 0.4973, "inversion_rate": 0.2514}
 #: the issue's budget for the 192-model study on ml-latest-small (2-core CPU)
 TIME_BUDGET_S = 180.0
+REAL_DATA = "ml-latest-small"
 
 
 @dataclass(frozen=True)
 class DisagreementConfig:
-    """ratings_file: MovieLens ratings below `studies._data.DATA_ROOT` ("" skips the real data); min_rating,
-    min_item: positives are ratings >= min_rating, then items with >= min_item users;
-    train_fraction: per-user share of the interactions used for training (the rest is test);
-    ease_l2s: EASE^R lambdas; kunn_ks: KUNN neighbourhood sizes (Ku and Ki both range over it);
-    k: cutoff of DCG@k / nDCG@k; world: the simulated world (truth q(u, i), P+ ~ Bernoulli(q));
-    observation_mean, observation_concentration: per-user SRS rates rate_u ~ Beta with this mean
-    and concentration (so |O+_u| varies between users, as in real data);
-    held_out_mean, held_out_max, spreads: held-out sizes m, n_max and log-normal spreads s of the
-    controlled-count experiment (users with fewer than n_max held-out candidates are left out)."""
+    """The EASE and KUNN grids, the real and simulated data, and the controlled-count experiment
+    (users with fewer than held_out_max held-out candidates are left out of it)."""
+    #: MovieLens ratings below the data folder (`simrec_studies._data.data_root`; "" skips the real data)
     ratings_file: str = "ml-latest-small/ratings.csv"
-    min_rating: float = 4.0
-    min_item: int = 5
-    train_fraction: float = 0.5
-    ease_l2s: tuple[float, ...] = tuple(float(x) for x in range(500, 1601, 10))
-    kunn_ks: tuple[int, ...] = tuple(range(70, 111, 5))
-    k: int = 100
+    min_rating: float = 4.0                       # positives are ratings >= min_rating ...
+    min_item: int = 5                             # ... then items with >= min_item users
+    train_fraction: float = 0.5                   # per-user training share of the interactions (rest: test)
+    ease_l2s: tuple[float, ...] = tuple(float(x) for x in range(500, 1601, 10))  # EASE^R lambdas
+    kunn_ks: tuple[int, ...] = tuple(range(70, 111, 5))  # KUNN neighbourhood sizes (both Ku and Ki)
+    k: int = 100                                  # cutoff of DCG@k / nDCG@k
+    #: the simulated world (truth q(u, i), P+ ~ Bernoulli(q))
     world: WorldConfig = field(default_factory=lambda: WorldConfig(n_users=1000, n_items=1500,
                                                                    offset=-4.5))
+    #: mean of the per-user SRS rates rate_u ~ Beta (so |O+_u| varies between users, as in real data)
     observation_mean: float = 0.3
-    observation_concentration: float = 4.0
-    held_out_mean: int = 10
-    held_out_max: int = 40
-    spreads: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+    observation_concentration: float = 4.0        # concentration of the Beta of the per-user SRS rates
+    held_out_mean: int = 10                       # held-out size m (controlled counts)
+    held_out_max: int = 40                        # largest held-out size n_max (controlled counts)
+    spreads: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)  # log-normal spreads s of held-out sizes
 
     def __post_init__(self):
         if not 0 < self.train_fraction < 1:
@@ -81,6 +74,10 @@ class DisagreementConfig:
             raise ValueError(f"ease_l2s must be non-empty and > 0, got {self.ease_l2s}")
         if not self.kunn_ks or any(k < 1 for k in self.kunn_ks):
             raise ValueError(f"kunn_ks must be non-empty integers >= 1, got {self.kunn_ks}")
+        for name in ("ease_l2s", "kunn_ks"):
+            if len(set(getattr(self, name))) != len(getattr(self, name)):
+                raise ValueError(f"{name} must not repeat a value (each is one model), got "
+                                 f"{getattr(self, name)}")
         if len(self.ease_l2s) + len(self.kunn_ks) ** 2 < 3:
             raise ValueError("need at least 3 models (ease_l2s and kunn_ks) for Kendall's tau")
         if self.k < 1:
@@ -111,50 +108,54 @@ PRESETS = {
 }
 
 
-# ---- data and models --------------------------------------------------------------------------
+# ---- data sets (setup) ----------------------------------------------------------------------
 
-def _movielens(config: DisagreementConfig) -> sp.csr_matrix:
-    """Positives of the real data: ratings >= min_rating, then items with >= min_item users."""
+@dataclass(frozen=True)
+class Dataset:
+    """One data set: the per-user train/test split and, simulated only, the truth and the
+    controlled-count held-out sets."""
+    train: sp.csr_matrix                              # bool[U, I], the models' training half
+    test: sp.csr_matrix                               # bool[U, I], the observed held-out half
+    complete: sp.csr_matrix | None = None             # bool[U, I], P+ minus train (simulated)
+    held_out: Mapping[float, sp.csr_matrix] = field(default_factory=dict)  # {s: bool[U, I]}
+    held_out_sizes: Mapping[float, np.ndarray] = field(default_factory=dict)  # {s: int[eligible users]}
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Every cell's data set, by the cell's ``data`` name."""
+    datasets: Mapping[str, Dataset]
+
+
+def _movielens(key, config: DisagreementConfig) -> Dataset:
+    """The real data's positives (ratings >= min_rating, then items with >= min_item users),
+    split per user with ``key``."""
     raw = data.load_interactions(real_data_file(config.ratings_file))
     kept = data.filter_min_counts(data.filter_ratings(raw, config.min_rating),
                                   min_item=config.min_item)
-    return kept.ratings.astype(bool)
+    split = missing.split_per_user(key, kept.ratings.astype(bool),
+                                   (config.train_fraction, 0.0, 1 - config.train_fraction),
+                                   n_folds=1)[0]
+    return Dataset(train=split.train, test=split.test)
 
 
-def _model_scorers(config: DisagreementConfig, train: sp.csr_matrix):
-    """[(family, parameter label, score_block)] for the EASE grid and the KUNN grid."""
-    out = [("EASE", f"lambda={l2:g}", functools.partial(models.ease_scores, model))
-           for l2, model in zip(config.ease_l2s, models.ease_grid(train, config.ease_l2s))]
-    grid = models.kunn_grid(train, config.kunn_ks, config.kunn_ks)
-    out += [("KUNN", f"Ku={ku},Ki={ki}", functools.partial(models.kunn_scores, model))
-            for (ku, ki), model in grid.items()]
-    return out
-
-
-def _means(values: dict) -> dict:
-    return {spec: metrics.mean(v) for spec, v in values.items()}
-
-
-# ---- the simulated world and its controlled-count held-out sets --------------------------------
-
-@functools.lru_cache(maxsize=2)
-def _simulated(root_id: tuple, config: DisagreementConfig):
-    """(train, observed test, complete test P+ minus train, {spread: held-out set}, sizes)."""
-    root = jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
-    world = make_world(shared_key(root, "world"), config.world)
-    prior = missing.prior_relevant(shared_key(root, "prior"), world)
-    rates = missing.user_rates(shared_key(root, "rates"), world.n_users, config.observation_mean,
+def _simulated(key, config: DisagreementConfig) -> Dataset:
+    """The simulated world's split, its truth (P+ minus train) and its held-out sets of
+    controlled size (module docstring), all from `shared_key`s of the run's root ``key``."""
+    world = make_world(shared_key(key, "world"), config.world)
+    prior = missing.prior_relevant(shared_key(key, "prior"), world)
+    rates = missing.user_rates(shared_key(key, "rates"), world.n_users, config.observation_mean,
                                config.observation_concentration)
-    observed = missing.observe_srs(shared_key(root, "observe"), prior, np.asarray(rates))
-    split = missing.split_per_user(shared_key(root, "split"), observed,
+    observed = missing.observe_srs(shared_key(key, "observe"), prior, np.asarray(rates))
+    split = missing.split_per_user(shared_key(key, "split"), observed,
                                    (config.train_fraction, 0.0, 1 - config.train_fraction),
                                    n_folds=1)[0]
     complete = (prior.astype(np.int8) - prior.multiply(split.train).astype(np.int8)) > 0
     complete = sp.csr_matrix(complete, dtype=bool)
     available = np.diff(complete.indptr)
     eligible = available >= config.held_out_max
-    z = np.asarray(jax.random.normal(shared_key(root, "held-out sizes"), (world.n_users,)))
-    order_key = shared_key(root, "held-out order")     # one item order: sets nested across s
+    z = np.asarray(jax.random.normal(shared_key(key, "held-out sizes"), (world.n_users,)))
+    order_key = shared_key(key, "held-out order")     # one item order: sets nested across s
     held_out, sizes = {}, {}
     for spread in config.spreads:
         size = np.rint(config.held_out_mean * np.exp(spread * z - spread ** 2 / 2))
@@ -162,47 +163,92 @@ def _simulated(root_id: tuple, config: DisagreementConfig):
         rate = np.divide(size, available, out=np.zeros(len(size)), where=available > 0)
         held_out[spread] = missing.observe_srs(order_key, complete, rate)
         sizes[spread] = np.diff(held_out[spread].indptr)[eligible]
-    return split, complete, held_out, sizes
+    return Dataset(train=split.train, test=split.test, complete=complete, held_out=held_out,
+                   held_out_sizes=sizes)
 
-
-# ---- cells ----------------------------------------------------------------------------------
 
 def cells(config: DisagreementConfig) -> list[dict]:
     out = [{"data": "simulated"}]
     if real_data_file(config.ratings_file):
-        out.insert(0, {"data": "ml-latest-small"})
+        out.insert(0, {"data": REAL_DATA})
     return out
 
 
-def compute(key, config: DisagreementConfig, cell: dict) -> dict:
+def setup(key, config: DisagreementConfig) -> Shared:
+    """Every cell's data set: the real data split with its cell's `cell_key`, the simulated one
+    from the run's `shared_key`s."""
+    datasets = {}
+    for cell in cells(config):
+        datasets[cell["data"]] = (_movielens(cell_key(key, cell), config) if cell["data"] == REAL_DATA
+                                  else _simulated(key, config))
+    return Shared(datasets=datasets)
+
+
+# ---- models ---------------------------------------------------------------------------------
+
+def _model_specs(config: DisagreementConfig) -> list[models.Spec]:
+    """The EASE grid (lambda in ease_l2s), then the KUNN grid (Ku, Ki in kunn_ks x kunn_ks)."""
+    return ([models.EASESpec(l2) for l2 in config.ease_l2s]
+            + [models.KUNNSpec(ku, ki) for ku in config.kunn_ks for ki in config.kunn_ks])
+
+
+# ---- records --------------------------------------------------------------------------------
+
+#: the record schema (unused coordinates hold "", NaN or 0)
+COLUMNS = {
+    "data": str,            # the cell: "ml-latest-small" | "simulated"
+    "part": str,            # "model": a model's metric on a target; "data": a size or the wall
+                            # time of the cell; "held-out sizes": held-out counts per spread
+    "family": str,          # part "model": "EASE" | "KUNN"
+    "l2": float,            # EASE's lambda
+    "user_k": int,          # KUNN's Ku
+    "item_k": int,          # KUNN's Ki
+    "target": str,          # relevant sets scored: "observed test" | "complete" (P+ minus train) |
+                            # "held-out" (controlled count; also part "held-out sizes")
+    "spread": float,        # spread s of target "held-out"
+    "statistic": str,       # part "model": the metric (dcg@k, ndcg@k); "data": "users", "items",
+                            # "train interactions", "test interactions", "wall time (s)" (fitting
+                            # and scoring every model); "held-out sizes": "users", "mean", "sd"
+    "value": float,
+}
+
+
+def _record(data_name: str, part: str, statistic: str, value, *, spec: models.Spec | None = None,
+            target: str = "", spread: float = math.nan) -> dict:
+    ease = isinstance(spec, models.EASESpec)
+    kunn = isinstance(spec, models.KUNNSpec)
+    return {"data": data_name, "part": part, "family": "EASE" if ease else "KUNN" if kunn else "",
+            "l2": spec.l2 if ease else math.nan, "user_k": spec.user_k if kunn else 0,
+            "item_k": spec.item_k if kunn else 0, "target": target, "spread": spread,
+            "statistic": statistic, "value": float(value)}
+
+
+def compute(key, config: DisagreementConfig, cell: dict, shared: Shared) -> list[dict]:
     """Per model, DCG@k and nDCG@k on the held-out half (and, simulated, on the complete data and
-    on every controlled-count held-out set); plus the data sizes and the wall time."""
+    on every controlled-count held-out set); plus the data sizes and the wall time of fitting and
+    scoring every model."""
+    name, dataset = cell["data"], shared.datasets[cell["data"]]
+    targets = [("observed test", math.nan, dataset.test)]
+    if dataset.complete is not None:
+        targets.append(("complete", math.nan, dataset.complete))
+    targets += [("held-out", s, dataset.held_out[s]) for s in dataset.held_out]
     started = time.perf_counter()
-    specs = config.metric_specs
-    if cell["data"] == "ml-latest-small":
-        positives = _movielens(config)
-        split = missing.split_per_user(cell_key(key, cell), positives,
-                                       (config.train_fraction, 0.0, 1 - config.train_fraction),
-                                       n_folds=1)[0]
-        targets = {"obs": split.test}
-    else:
-        split, complete, held_out, sizes = _simulated(key_id(key), config)
-        targets = {"obs": split.test, "complete": complete,
-                   **{f"spread {s:g}": held_out[s] for s in config.spreads}}
-    rows = []
-    for family, param, score_block in _model_scorers(config, split.train):
-        scores = np.asarray(score_block(np.arange(split.train.shape[0])))
-        row = {"family": family, "param": param}
-        for name, relevant in targets.items():
-            row[name] = _means(metrics.evaluate(scores, relevant, exclude=split.train,
-                                                metrics=specs))
-        rows.append(row)
-    out = {"models": rows, "users": int(split.train.shape[0]), "items": int(split.train.shape[1]),
-           "train_interactions": int(split.train.nnz), "test_interactions": int(split.test.nnz),
-           "wall_time_s": time.perf_counter() - started}
-    if cell["data"] == "simulated":
-        out["held_out_sizes"] = {f"{s:g}": {"users": int(len(n)), "mean": float(n.mean()),
-                                            "sd": float(n.std())} for s, n in sizes.items()}
+    out = []
+    for model in models.fit_grid(None, _model_specs(config), dataset.train):  # closed forms: no key
+        scores = np.asarray(models.score(model, np.arange(dataset.train.shape[0])))
+        for target, spread, relevant in targets:
+            values = metrics.evaluate(scores, relevant, exclude=dataset.train,
+                                      metrics=config.metric_specs)
+            out += [_record(name, "model", metric, metrics.mean(v), spec=model.spec, target=target,
+                            spread=spread) for metric, v in values.items()]
+    wall = time.perf_counter() - started
+    sizes = {"users": dataset.train.shape[0], "items": dataset.train.shape[1],
+             "train interactions": dataset.train.nnz, "test interactions": dataset.test.nnz,
+             "wall time (s)": wall}
+    out += [_record(name, "data", statistic, value) for statistic, value in sizes.items()]
+    for s, n in dataset.held_out_sizes.items():
+        out += [_record(name, "held-out sizes", statistic, value, target="held-out", spread=s)
+                for statistic, value in (("users", len(n)), ("mean", n.mean()), ("sd", n.std()))]
     return out
 
 
@@ -215,76 +261,92 @@ def _agreement(dcg, ndcg) -> dict:
             "inversion_rate": stats.pairwise_inversion_rate(dcg, ndcg)}
 
 
-def _frame(config, result) -> pd.DataFrame:
+def _param(row) -> str:
+    """A model's label in the tables: ``lambda=L`` (EASE) or ``Ku=a,Ki=b`` (KUNN)."""
+    return f"lambda={row.l2:g}" if row.family == "EASE" else f"Ku={row.user_k},Ki={row.item_k}"
+
+
+def _metric_columns(config, part: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(DCG@k, nDCG@k) of every model in fit order, from one target's "model" records."""
     dcg, ndcg = config.metric_specs
-    rows = []
-    for m in result.value["models"]:
-        row = {"data": result.cell["data"], "family": m["family"], "param": m["param"],
-               dcg: m["obs"][dcg], ndcg: m["obs"][ndcg]}
-        if "complete" in m:
-            row[f"true {dcg}"] = m["complete"][dcg]
-            row[f"true {ndcg}"] = m["complete"][ndcg]
-        rows.append(row)
-    return pd.DataFrame(rows)
+    return (part[part.statistic == dcg].value.to_numpy(),
+            part[part.statistic == ndcg].value.to_numpy())
 
 
-def report(config: DisagreementConfig, results) -> Report:
+def _frame(config, records: pd.DataFrame) -> pd.DataFrame:
+    """One data set's models: [data, family, param, dcg@k, ndcg@k(, true dcg@k, true ndcg@k)]."""
+    dcg, ndcg = config.metric_specs
+    scored = records[records.part == "model"]
+    observed = scored[scored.target == "observed test"]
+    first = observed[observed.statistic == dcg]
+    frame = pd.DataFrame({"data": first.data.to_numpy(), "family": first.family.to_numpy(),
+                          "param": [_param(row) for row in first.itertuples()]})
+    frame[dcg], frame[ndcg] = _metric_columns(config, observed)
+    complete = scored[scored.target == "complete"]
+    if len(complete):
+        frame[f"true {dcg}"], frame[f"true {ndcg}"] = _metric_columns(config, complete)
+    return frame
+
+
+def report(config: DisagreementConfig, records: pd.DataFrame) -> Report:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     dcg, ndcg = config.metric_specs
     summary_rows, spread_rows, frames = [], [], []
-    for r in results:
-        frame = _frame(config, r)
+    for data_name, part in records.groupby("data", sort=False):
+        frame = _frame(config, part)
         frames.append(frame)
-        row = {"data": r.cell["data"], "users": r.value["users"], "items": r.value["items"],
-               "train": r.value["train_interactions"], "test": r.value["test_interactions"],
+        size = part[part.part == "data"].set_index("statistic").value
+        row = {"data": data_name, "users": int(size["users"]), "items": int(size["items"]),
+               "train": int(size["train interactions"]), "test": int(size["test interactions"]),
                "models": len(frame), **_agreement(frame[dcg], frame[ndcg])}
         if f"true {dcg}" in frame:
             truth = frame[f"true {dcg}"]
-            row[f"tau(DCG, true DCG)"] = stats.kendall_tau(frame[dcg], truth)[0]
-            row[f"tau(nDCG, true DCG)"] = stats.kendall_tau(frame[ndcg], truth)[0]
-            row[f"inv(DCG, true DCG)"] = stats.pairwise_inversion_rate(frame[dcg], truth)
-            row[f"inv(nDCG, true DCG)"] = stats.pairwise_inversion_rate(frame[ndcg], truth)
-            row[f"tau(nDCG, true nDCG)"] = stats.kendall_tau(frame[ndcg], frame[f"true {ndcg}"])[0]
+            row["tau(DCG, true DCG)"] = stats.kendall_tau(frame[dcg], truth)[0]
+            row["tau(nDCG, true DCG)"] = stats.kendall_tau(frame[ndcg], truth)[0]
+            row["inv(DCG, true DCG)"] = stats.pairwise_inversion_rate(frame[dcg], truth)
+            row["inv(nDCG, true DCG)"] = stats.pairwise_inversion_rate(frame[ndcg], truth)
+            row["tau(nDCG, true nDCG)"] = stats.kendall_tau(frame[ndcg], frame[f"true {ndcg}"])[0]
+            held_out = part[part.target == "held-out"]
             for s in config.spreads:
-                name = f"spread {s:g}"
-                d = np.array([m[name][dcg] for m in r.value["models"]])
-                n = np.array([m[name][ndcg] for m in r.value["models"]])
-                size = r.value["held_out_sizes"][f"{s:g}"]
-                spread_rows.append({"spread s": s, "users": size["users"],
-                                    "mean held-out": size["mean"], "sd held-out": size["sd"],
-                                    "cv held-out": size["sd"] / size["mean"],
+                at = held_out.spread == s
+                d, n = _metric_columns(config, held_out[at & (held_out.part == "model")])
+                counts = held_out[at & (held_out.part == "held-out sizes")].set_index("statistic").value
+                spread_rows.append({"spread s": s, "users": int(counts["users"]),
+                                    "mean held-out": counts["mean"], "sd held-out": counts["sd"],
+                                    "cv held-out": counts["sd"] / counts["mean"],
                                     **_agreement(d, n),
                                     "tau(DCG, true DCG)": stats.kendall_tau(d, truth)[0],
                                     "tau(nDCG, true DCG)": stats.kendall_tau(n, truth)[0]})
-        row["wall time (s)"] = r.value["wall_time_s"]
+        row["wall time (s)"] = size["wall time (s)"]
         summary_rows.append(row)
     summary_rows.append({"data": "MovieLens-1M (Jeunen App. A)", "models": 192, **PAPER})
     summary = pd.DataFrame(summary_rows)
     spread = pd.DataFrame(spread_rows)
     models_table = pd.concat(frames, ignore_index=True)
 
-    sns.set_theme(style="whitegrid", context="paper")
-    fig_scatter, axes = plt.subplots(1, len(frames), figsize=(5.0 * len(frames), 4.0), squeeze=False)
-    for ax, frame, row in zip(axes[0], frames, summary_rows):
-        sns.regplot(data=frame, x=dcg, y=ndcg, ax=ax, scatter=False, color="black",
-                    line_kws={"lw": 1})
-        sns.scatterplot(data=frame, x=dcg, y=ndcg, hue="family", s=14, ax=ax)
-        ax.set_title(f"{row['data']}: r = {row['pearson']:.2f}, tau = {row['kendall']:.2f}, "
-                     f"P(inv) = {row['inversion_rate']:.0%}", fontsize=8)
-    fig_scatter.tight_layout()
-    figures = {"fig_scatter": fig_scatter}
-    if len(spread):
-        fig_spread, ax = plt.subplots(figsize=(5.0, 3.6))
-        ax.plot(spread["cv held-out"], spread["inversion_rate"], marker="o", label="P(DCG, nDCG order differ)")
-        ax.plot(spread["cv held-out"], (1 - spread["kendall"]) / 2, ls="--", label="(1 - tau) / 2")
-        ax.set_xlabel("coefficient of variation of held-out items per user")
-        ax.set_ylabel("pairwise inversion rate")
-        ax.set_title("Simulated: disagreement vs variability of |held-out|", fontsize=9)
-        ax.legend(fontsize=7)
-        fig_spread.tight_layout()
-        figures["fig_spread"] = fig_spread
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper"), sns.color_palette("deep"):
+        fig_scatter, axes = plt.subplots(1, len(frames), figsize=(5.0 * len(frames), 4.0), squeeze=False)
+        for ax, frame, row in zip(axes[0], frames, summary_rows):
+            sns.regplot(data=frame, x=dcg, y=ndcg, ax=ax, scatter=False, color="black",
+                        line_kws={"lw": 1}, seed=0)          # seeded bootstrap: a reproducible band
+            sns.scatterplot(data=frame, x=dcg, y=ndcg, hue="family", s=14, ax=ax)
+            ax.set_title(f"{row['data']}: r = {row['pearson']:.2f}, tau = {row['kendall']:.2f}, "
+                         f"P(inv) = {row['inversion_rate']:.0%}", fontsize=8)
+        fig_scatter.tight_layout()
+        figures = {"fig_scatter": fig_scatter}
+        if len(spread):
+            fig_spread, ax = plt.subplots(figsize=(5.0, 3.6))
+            ax.plot(spread["cv held-out"], spread["inversion_rate"], marker="o",
+                    label="P(DCG, nDCG order differ)")
+            ax.plot(spread["cv held-out"], (1 - spread["kendall"]) / 2, ls="--", label="(1 - tau) / 2")
+            ax.set_xlabel("coefficient of variation of held-out items per user")
+            ax.set_ylabel("pairwise inversion rate")
+            ax.set_title("Simulated: disagreement vs variability of |held-out|", fontsize=9)
+            ax.legend(fontsize=7)
+            fig_spread.tight_layout()
+            figures["fig_spread"] = fig_spread
     text = _summary_text(config, summary, spread)
     return Report(tables={"table_summary": summary, "table_spread": spread,
                           "table_models": models_table}, figures=figures, summary=text)
@@ -301,7 +363,7 @@ def _summary_text(config, summary, spread) -> str:
         if isinstance(row.get("wall time (s)"), float) and math.isfinite(row["wall time (s)"]):
             seconds = row["wall time (s)"]
             line += f" (all {row['models']} models fitted and scored in {seconds:.0f} s wall time"
-            if row["data"] == "ml-latest-small":
+            if row["data"] == REAL_DATA:
                 line += (f", {'within' if seconds <= TIME_BUDGET_S else 'OVER'} the issue's "
                          f"{TIME_BUDGET_S / 60:g}-minute budget; 2-core machine shared with "
                          "other jobs")
@@ -310,7 +372,7 @@ def _summary_text(config, summary, spread) -> str:
             line += (f"; Kendall tau against the true (complete-data) DCG: DCG {row['tau(DCG, true DCG)']:.3f},"
                      f" nDCG {row['tau(nDCG, true DCG)']:.3f}")
         lines.append(line)
-    if "ml-latest-small" not in set(summary["data"]):
+    if REAL_DATA not in set(summary["data"]):
         lines.append(skipped_note(config.ratings_file))
     if len(spread):
         lo, hi = spread.iloc[0], spread.iloc[-1]
@@ -326,5 +388,5 @@ STUDY = Study(
     description="Jeunen et al. App. A: DCG@100 and nDCG@100 disagree on the ordering of 192 EASE/"
                 "KUNN models; in simulation, which one tracks the true utility, and how the "
                 "disagreement grows with the variability of held-out counts",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(_agreement, _frame, _summary_text))
+    presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 10, "default": 70, "paper": 450})

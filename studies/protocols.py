@@ -52,24 +52,21 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import jax
-import jax.numpy as jnp
-import matplotlib
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
 from simrec import data, metrics, missing, models
-from simrec.models.explicit import allrank, mf_rmse
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit, user_blocks
-from studies._data import real_data_file, skipped_note
-
-matplotlib.use("Agg")
+from simrec_studies._data import real_data_file, skipped_note
 
 MODELS = ("MF-RMSE", "AllRank")
 EXPOSURE_CELL = "simulated, item exposure"
+REAL_DATA = "ml-latest-small"
 #: gain functions of the graded nDCG, rating -> gain
 GAINS = {"linear": lambda r: r, "exponential": lambda r: 2.0 ** r - 1.0}
 PROTOCOLS = ("a1 all items", "a2 unrated items", "b rated test items", "complete ratings")
@@ -78,38 +75,35 @@ OFFLINE = PROTOCOLS[:3]
 
 @dataclass(frozen=True)
 class ProtocolsConfig:
-    """ratings_file: MovieLens ratings below ``shared/data`` ("" skips the real data);
-    world: the simulated world; star_shares: shares of 1..5 stars in the complete ratings;
-    observe_probability: P(rated | r stars) for r = 1..5 (increasing: MNAR); test_fraction:
-    per-user test share of the observed ratings; relevant_rating: ratings >= this are relevant
-    (5 stars); n: cutoff of P@n, R@n, nDCG@n; dim: rank of both models; mf_l2: MF-RMSE's lambda;
-    allrank_l2, imputed, missing_weight: AllRank's lambda, r_m and w_m — Steck's Netflix values
-    0.04, 2 and 0.005 (λ needs no rescaling: the ridge is λ times each row's total weight). A
-    probe over w_m in 0.002..0.1 found no degeneracy at these data sizes: in the simulated cell
-    (16-dimensional world) 0.005 gave AllRank its best AP, ATOP and nDCG under every protocol and
-    its best observed-test RMSE; on ml-latest-small larger w_m raised (a1)/(a2) (AP under (a2)
-    0.12 at 0.005, 0.19 at 0.05) without changing a winner; exposure_sigma: s of the
-    item-exposure cell (0 drops that cell);
-    graded_gain, graded_imputed: gain function of the graded nDCG ("linear": g = r,
-    "exponential": g = 2^r - 1) and the rating Y0 imputed for unrated items (module docstring);
-    iterations: ALS sweeps."""
+    """The simulated ratings, the split, both models and the metrics (module docstring).
+
+    AllRank's allrank_l2, imputed and missing_weight are Steck's Netflix values (λ needs no
+    rescaling: the ridge is λ times each row's total weight). A probe over w_m in 0.002..0.1 found
+    no degeneracy at these data sizes: in the simulated cell (16-dimensional world) 0.005 gave
+    AllRank its best AP, ATOP and nDCG under every protocol and its best observed-test RMSE; on
+    ml-latest-small larger w_m raised (a1)/(a2) (AP under (a2) 0.12 at 0.005, 0.19 at 0.05)
+    without changing a winner."""
+    #: MovieLens ratings below the data folder (`simrec_studies._data.data_root`; "" skips the real data)
     ratings_file: str = "ml-latest-small/ratings.csv"
+    #: the simulated world (its true logit is cut into stars)
     world: WorldConfig = field(default_factory=lambda: WorldConfig(n_users=2000, n_items=1000,
                                                                    dim=4, offset=0.0))
-    star_shares: tuple[float, ...] = (0.35, 0.30, 0.20, 0.10, 0.05)
+    star_shares: tuple[float, ...] = (0.35, 0.30, 0.20, 0.10, 0.05)  # shares of 1..5 stars (complete)
+    #: P(rated | r stars) for r = 1..5 (increasing: MNAR)
     observe_probability: tuple[float, ...] = (0.005, 0.01, 0.03, 0.08, 0.2)
-    test_fraction: float = 0.2
-    relevant_rating: float = 5.0
-    n: int = 20
-    dim: int = 50
-    mf_l2: float = 0.07
-    allrank_l2: float = 0.04
-    imputed: float = 2.0
-    missing_weight: float = 0.005
-    exposure_sigma: float = 1.0
+    test_fraction: float = 0.2                    # per-user test share of the observed ratings
+    relevant_rating: float = 5.0                  # ratings >= this are relevant (5 stars)
+    n: int = 20                                   # cutoff of P@n, R@n, nDCG@n
+    dim: int = 50                                 # rank of both models
+    mf_l2: float = 0.07                           # MF-RMSE's lambda
+    allrank_l2: float = 0.04                      # AllRank's lambda
+    imputed: float = 2.0                          # AllRank's imputed rating r_m
+    missing_weight: float = 0.005                 # AllRank's weight w_m of the imputed ratings
+    exposure_sigma: float = 1.0                   # spread s of the item-exposure cell (0 drops it)
+    #: gain of the graded nDCG: "linear" g = r, "exponential" g = 2^r - 1
     graded_gain: str = "linear"
-    graded_imputed: float = 2.0
-    iterations: int = 10
+    graded_imputed: float = 2.0                   # rating Y0 of unrated items in the graded nDCG
+    sweeps: int = 10                              # ALS sweeps of both models
 
     def __post_init__(self):
         if len(self.star_shares) != 5 or any(s <= 0 for s in self.star_shares) \
@@ -122,7 +116,7 @@ class ProtocolsConfig:
                              f"{self.observe_probability}")
         if not 0 < self.test_fraction < 1:
             raise ValueError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
-        for name in ("n", "dim", "iterations"):
+        for name in ("n", "dim", "sweeps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("mf_l2", "allrank_l2"):
@@ -158,14 +152,14 @@ class ProtocolsConfig:
 PRESETS = {
     "smoke": ProtocolsConfig(ratings_file="", world=WorldConfig(n_users=200, n_items=150, dim=4),
                              observe_probability=(0.02, 0.04, 0.1, 0.2, 0.4), n=5, dim=5,
-                             missing_weight=0.2, iterations=3),
+                             missing_weight=0.2, sweeps=3),
     "default": ProtocolsConfig(),
     "paper": ProtocolsConfig(world=WorldConfig(n_users=10_000, n_items=3000, dim=4), dim=50,
-                             iterations=15),
+                             sweeps=15),
 }
 
 
-# ---- data -----------------------------------------------------------------------------------
+# ---- data (setup) ---------------------------------------------------------------------------
 
 def _item_exposure(key, n_items: int, sigma: float) -> np.ndarray:
     """e_i = exp(sigma z_i - sigma²/2), z_i ~ N(0, 1): log-normal with mean 1.  f64[I]."""
@@ -173,20 +167,25 @@ def _item_exposure(key, n_items: int, sigma: float) -> np.ndarray:
     return np.exp(sigma * z - sigma ** 2 / 2)
 
 
-def _simulated_ratings(key, config: ProtocolsConfig, exposure_sigma: float = 0.0):
-    """(complete stars f32[U, I] in 1..5, observed ratings CSR [U, I]); P(observed) =
-    min(observe_probability[r - 1] e_i, 1) with e = `_item_exposure` (module docstring)."""
+def _stars(key, config: ProtocolsConfig) -> np.ndarray:
+    """The complete ratings: the world's true logit cut at its `star_shares` quantiles.
+    f32[U, I] in 1..5."""
     world = make_world(shared_key(key, "world"), config.world)
     logit = np.concatenate([np.asarray(quality_logit(world, users))
                             for users in user_blocks(world.n_users, 512)])
     thresholds = np.quantile(logit, np.cumsum(config.star_shares)[:-1])
-    stars = 1 + (logit[..., None] > thresholds).sum(-1).astype(np.float32)
+    return 1 + (logit[..., None] > thresholds).sum(-1).astype(np.float32)
+
+
+def _observe(key, config: ProtocolsConfig, stars: np.ndarray,
+             exposure_sigma: float = 0.0) -> sp.csr_matrix:
+    """Observed ratings CSR [U, I]: P(observed) = min(observe_probability[r - 1] e_i, 1) with
+    e = `_item_exposure` (1 when exposure_sigma = 0); the same uniforms for every sigma."""
     probability = np.asarray(config.observe_probability)[stars.astype(int) - 1]
     if exposure_sigma > 0:
-        probability = np.minimum(probability * _item_exposure(key, world.n_items, exposure_sigma), 1)
+        probability = np.minimum(probability * _item_exposure(key, stars.shape[1], exposure_sigma), 1)
     uniforms = np.asarray(jax.random.uniform(shared_key(key, "observe"), stars.shape))
-    observed = sp.csr_matrix(np.where(uniforms < probability, stars, 0.0))
-    return stars, observed
+    return sp.csr_matrix(np.where(uniforms < probability, stars, 0.0))
 
 
 def _movielens(config: ProtocolsConfig) -> sp.csr_matrix:
@@ -201,15 +200,64 @@ def _split(key, ratings: sp.csr_matrix, test_fraction: float):
     return ratings.multiply(split.train).tocsr(), ratings.multiply(split.test).tocsr()
 
 
-# ---- cells ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ratings:
+    """One cell's data: observed ratings split per user, and the complete ratings if known."""
+    observed: sp.csr_matrix                           # f[U, I], observed stars (0 = unrated)
+    train: sp.csr_matrix                              # f[U, I], the training part of observed
+    test: sp.csr_matrix                               # f[U, I], the test part of observed
+    stars: np.ndarray | None                          # f32[U, I] complete stars (simulated only)
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Every cell's ratings, by the cell's ``data`` name."""
+    ratings: Mapping[str, Ratings]
+
 
 def cells(config: ProtocolsConfig) -> list[dict]:
     out = [{"data": "simulated"}]
     if config.exposure_sigma > 0:
         out.append({"data": EXPOSURE_CELL})
     if real_data_file(config.ratings_file):
-        out.append({"data": "ml-latest-small"})
+        out.append({"data": REAL_DATA})
     return out
+
+
+def setup(key, config: ProtocolsConfig) -> Shared:
+    """The simulated complete ratings (one world for both simulated cells), every cell's observed
+    ratings and its split, drawn with ``fold_in(cell_key(key, cell), 0)``."""
+    out, stars = {}, None
+    for cell in cells(config):
+        if cell["data"] in ("simulated", EXPOSURE_CELL):
+            stars = _stars(key, config) if stars is None else stars
+            sigma = config.exposure_sigma if cell["data"] == EXPOSURE_CELL else 0.0
+            observed, complete = _observe(key, config, stars, sigma), stars
+        else:
+            observed, complete = _movielens(config), None
+        train, test = _split(jax.random.fold_in(cell_key(key, cell), 0), observed,
+                             config.test_fraction)
+        out[cell["data"]] = Ratings(observed=observed, train=train, test=test, stars=complete)
+    return Shared(ratings=out)
+
+
+# ---- models and metrics ---------------------------------------------------------------------
+
+def _model_specs(config: ProtocolsConfig) -> dict[str, models.Spec]:
+    """{name: spec} of `MODELS`: MF-RMSE and AllRank at the configured rank, ridge and sweeps."""
+    return {"MF-RMSE": models.MFRMSESpec(dim=config.dim, l2=config.mf_l2, sweeps=config.sweeps),
+            "AllRank": models.AllRankSpec(dim=config.dim, l2=config.allrank_l2,
+                                          imputed=config.imputed,
+                                          missing_weight=config.missing_weight,
+                                          sweeps=config.sweeps)}
+
+
+def _unrated_in_test(test: sp.csr_matrix) -> np.ndarray:
+    """Protocol (b)'s exclusion: every item without a test rating, bool[U, I]; a user without
+    test ratings keeps every item (nothing of theirs is relevant, so their metrics are NaN and
+    skipped, while excluding every item would make the ranking undefined)."""
+    rated = test.astype(bool)
+    return ~rated.toarray() & (np.diff(rated.indptr) > 0)[:, None]
 
 
 def _graded_settings(config: ProtocolsConfig, train_mask, test: sp.csr_matrix, stars):
@@ -221,7 +269,7 @@ def _graded_settings(config: ProtocolsConfig, train_mask, test: sp.csr_matrix, s
     everything = np.ones(test.shape, bool)
     out = {"a1 all items": (everything, None, imputed),
            "a2 unrated items": (everything, train_mask, imputed),
-           "b rated test items": (test.astype(bool), ~test.astype(bool).toarray(), imputed)}
+           "b rated test items": (test.astype(bool), _unrated_in_test(test), imputed)}
     if stars is not None:
         out["complete ratings"] = (everything, train_mask, gain(stars.astype(np.float64)))
     return out
@@ -229,80 +277,92 @@ def _graded_settings(config: ProtocolsConfig, train_mask, test: sp.csr_matrix, s
 
 def _rmse(model, pairs: sp.csr_matrix, targets: np.ndarray) -> float:
     rows = np.repeat(np.arange(pairs.shape[0]), np.diff(pairs.indptr))
-    prediction = np.asarray(models.scores(model, np.arange(pairs.shape[0])))[rows, pairs.indices]
+    prediction = np.asarray(models.score(model, np.arange(pairs.shape[0])))[rows, pairs.indices]
     return float(np.sqrt(np.mean((prediction - targets) ** 2)))
 
 
-def compute(key, config: ProtocolsConfig, cell: dict) -> dict:
+#: the record schema (unused coordinates hold "" or NaN)
+COLUMNS = {
+    "data": str,            # the cell: "simulated" | "simulated, item exposure" | "ml-latest-small"
+    "part": str,            # "model": a model's metric under a protocol; "data": a data-set statistic
+    "model": str,           # part "model": "MF-RMSE" | "AllRank"
+    "protocol": str,        # part "model": a ranking protocol of `PROTOCOLS`, or for RMSE the pairs
+                            # scored: "observed test" | "complete ratings" (every unrated pair)
+    "metric": str,          # part "model": "RMSE" or a metric of `ProtocolsConfig.all_specs`;
+                            # part "data": "users", "items", "train ratings", "test ratings",
+                            # "relevant test ratings", "observed mean rating", "complete mean rating"
+    "value": float,         # RMSE, the user mean of the metric, or the statistic
+    "se": float,            # standard error of the user mean (NaN for RMSE and statistics)
+}
+
+
+def _record(cell: dict, part: str, metric: str, value, se=math.nan, *, model: str = "",
+            protocol: str = "") -> dict:
+    return {"data": cell["data"], "part": part, "model": model, "protocol": protocol,
+            "metric": metric, "value": float(value), "se": float(se)}
+
+
+def compute(key, config: ProtocolsConfig, cell: dict, shared: Shared) -> list[dict]:
     """Per model: RMSE on observed test ratings (and, simulated, on every unrated pair) and the
-    ranking metrics under each protocol (user means and standard errors)."""
-    own = cell_key(key, cell)
-    if cell["data"] in ("simulated", EXPOSURE_CELL):
-        sigma = config.exposure_sigma if cell["data"] == EXPOSURE_CELL else 0.0
-        stars, observed = _simulated_ratings(key, config, sigma)
-    else:
-        stars, observed = None, _movielens(config)
-    train, test = _split(jax.random.fold_in(own, 0), observed, config.test_fraction)
+    ranking metrics under each protocol (user means and standard errors); plus the data sizes."""
+    ratings = shared.ratings[cell["data"]]
+    train, test, stars = ratings.train, ratings.test, ratings.stars
     train_mask = train.astype(bool)
-    test_mask = test.astype(bool)
     relevant_test = sp.csr_matrix(test.multiply(test >= config.relevant_rating)).astype(bool)
-    not_test = ~test_mask.toarray()
     settings = {"a1 all items": (relevant_test, None),
                 "a2 unrated items": (relevant_test, train_mask),
-                "b rated test items": (relevant_test, not_test)}
-    out = {"users": int(observed.shape[0]), "items": int(observed.shape[1]),
-           "train_ratings": int(train.nnz), "test_ratings": int(test.nnz),
-           "observed_mean_rating": float(observed.data.mean()),
-           "relevant_test": int(relevant_test.nnz)}
+                "b rated test items": (relevant_test, _unrated_in_test(test))}
+    sizes = {"users": ratings.observed.shape[0], "items": ratings.observed.shape[1],
+             "train ratings": train.nnz, "test ratings": test.nnz,
+             "relevant test ratings": relevant_test.nnz,
+             "observed mean rating": ratings.observed.data.mean()}
     if stars is not None:
         settings["complete ratings"] = (sp.csr_matrix(stars >= config.relevant_rating), train_mask)
-        out["complete_mean_rating"] = float(stars.mean())
+        sizes["complete mean rating"] = stars.mean()
+    out = [_record(cell, "data", metric, value) for metric, value in sizes.items()]
     graded = _graded_settings(config, train_mask, test, stars)
-    fitted = {
-        "MF-RMSE": mf_rmse(jax.random.fold_in(own, 1), train, dim=config.dim, l2=config.mf_l2,
-                           iterations=config.iterations),
-        "AllRank": allrank(jax.random.fold_in(own, 1), train, dim=config.dim,
-                           l2=config.allrank_l2, imputed=config.imputed,
-                           missing_weight=config.missing_weight, iterations=config.iterations)}
-    results = {}
-    for name, model in fitted.items():
-        score = functools.partial(models.scores, model)
-        row = {"rmse observed test": _rmse(model, test, test.data)}
+    fit_key = jax.random.fold_in(cell_key(key, cell), 1)            # the same start for both
+    for name, spec in _model_specs(config).items():
+        model = models.fit(fit_key, spec, train)
+        score = functools.partial(models.score, model)
+        out.append(_record(cell, "model", "RMSE", _rmse(model, test, test.data), model=name,
+                           protocol="observed test"))
         if stars is not None:
             unrated = sp.csr_matrix(~train_mask.toarray())
             rows = np.repeat(np.arange(unrated.shape[0]), np.diff(unrated.indptr))
-            row["rmse all unrated"] = _rmse(model, unrated, stars[rows, unrated.indices])
+            rmse = _rmse(model, unrated, stars[rows, unrated.indices])
+            out.append(_record(cell, "model", "RMSE", rmse, model=name, protocol="complete ratings"))
         for protocol, (relevant, exclude) in settings.items():
             values = metrics.evaluate(score, relevant, exclude=exclude, metrics=config.metric_specs)
-            row[protocol] = {spec: metrics.mean_and_se(v) for spec, v in values.items()}
+            out += [_record(cell, "model", metric, *metrics.mean_and_se(v), model=name,
+                            protocol=protocol) for metric, v in values.items()]
             relevant, exclude, gains = graded[protocol]
-            for spec, k in config.graded_specs.items():
-                row[protocol][spec] = metrics.mean_and_se(
-                    metrics.ndcg(score, relevant, k=k, exclude=exclude, gains=gains))
-        results[name] = row
-    out["models"] = results
+            out += [_record(cell, "model", metric, *metrics.mean_and_se(
+                        metrics.ndcg(score, relevant, k=k, exclude=exclude, gains=gains)),
+                        model=name, protocol=protocol)
+                    for metric, k in config.graded_specs.items()]
     return out
 
 
 # ---- report ---------------------------------------------------------------------------------
 
-def _rows(config, results) -> pd.DataFrame:
+def _rows(config, records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (data, protocol, metric): both models' values and SEs, the winner and z."""
     rows = []
-    for r in results:
-        fitted = r.value["models"]
-        for metric in ("rmse observed test", "rmse all unrated"):
-            if metric in fitted["MF-RMSE"]:
-                a, b = (fitted[m][metric] for m in MODELS)
-                rows.append({"data": r.cell["data"], "protocol": "observed test" if "observed"
-                             in metric else "complete ratings", "metric": "RMSE",
+    for data_name, part in records[records.part == "model"].groupby("data", sort=False):
+        value = {(r.model, r.protocol, r.metric): (r.value, r.se) for r in part.itertuples()}
+        for protocol in ("observed test", "complete ratings"):
+            if ("MF-RMSE", protocol, "RMSE") in value:
+                a, b = (value[m, protocol, "RMSE"][0] for m in MODELS)
+                rows.append({"data": data_name, "protocol": protocol, "metric": "RMSE",
                              "MF-RMSE": a, "AllRank": b, "se MF-RMSE": np.nan,
                              "se AllRank": np.nan, "winner": _winner(b - a, a - b), "z": np.nan})
         for protocol in PROTOCOLS:
-            if protocol not in fitted["MF-RMSE"]:
-                continue
             for spec in config.all_specs:
-                (a, sa), (b, sb) = (fitted[m][protocol][spec] for m in MODELS)
-                rows.append({"data": r.cell["data"], "protocol": protocol, "metric": spec,
+                if ("MF-RMSE", protocol, spec) not in value:
+                    continue
+                (a, sa), (b, sb) = (value[m, protocol, spec] for m in MODELS)
+                rows.append({"data": data_name, "protocol": protocol, "metric": spec,
                              "MF-RMSE": a, "AllRank": b, "se MF-RMSE": sa, "se AllRank": sb,
                              "winner": _winner(a - b, b - a),
                              "z": (b - a) / math.hypot(sa, sb) if math.hypot(sa, sb) > 0
@@ -347,44 +407,43 @@ def _differing_pairs(groups) -> float:
     return float(np.mean(pairs)) if pairs else float("nan")
 
 
-def report(config: ProtocolsConfig, results) -> Report:
-    import matplotlib.pyplot as plt
+def report(config: ProtocolsConfig, records: pd.DataFrame) -> Report:
     import seaborn as sns
 
-    frame = _rows(config, results)
+    frame = _rows(config, records)
     claim = _claim(frame)
-    sns.set_theme(style="whitegrid", context="paper")
     ranking = frame[frame.metric != "RMSE"].copy()
     ranking["AllRank - MF-RMSE"] = ranking["AllRank"] - ranking["MF-RMSE"]
-    grid = sns.catplot(data=ranking, x="metric", y="AllRank - MF-RMSE", hue="protocol",
-                       col="data", kind="bar", height=3.6, aspect=1.3, sharey=False)
-    for ax in grid.axes.flat:
-        ax.axhline(0, color="black", lw=0.8)
-        ax.tick_params(axis="x", labelrotation=30)
-    text = _summary_text(config, frame, claim, results)
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper"), sns.color_palette("deep"):
+        grid = sns.catplot(data=ranking, x="metric", y="AllRank - MF-RMSE", hue="protocol",
+                           col="data", kind="bar", height=3.6, aspect=1.3, sharey=False)
+        for ax in grid.axes.flat:
+            ax.axhline(0, color="black", lw=0.8)
+            ax.tick_params(axis="x", labelrotation=30)
+    text = _summary_text(config, frame, claim, records[records.part == "data"])
     return Report(tables={"table_protocols": frame, "table_claim": claim},
                   figures={"fig_protocols": grid.figure}, summary=text)
 
 
-def _summary_text(config, frame, claim, results) -> str:
+def _summary_text(config, frame, claim, sizes: pd.DataFrame) -> str:
     gain = "g(r) = r" if config.graded_gain == "linear" else "g(r) = 2^r - 1"
     lines = ["MF-RMSE vs AllRank; relevant = ratings >= "
              f"{config.relevant_rating:g}; winners per protocol over P@{config.n}, R@{config.n}, "
              f"MAP, ATOP, nDCG@{config.n}, nDCG (binary gain) and Steck's graded nDCG@{config.n}, "
              f"nDCG (gain {gain}, unrated items imputed Y0 = {config.graded_imputed:g} stars in "
              "a1/a2; true ratings on the complete data).", ""]
-    for r in results:
-        v = r.value
-        extra = (f", complete mean rating {v['complete_mean_rating']:.2f}"
-                 if "complete_mean_rating" in v else "")
-        lines.append(f"- {r.cell['data']}: {v['users']} users x {v['items']} items, "
-                     f"{v['train_ratings']} train / {v['test_ratings']} test ratings, observed mean "
-                     f"rating {v['observed_mean_rating']:.2f}{extra}")
+    for data_name, part in sizes.groupby("data", sort=False):
+        v = part.set_index("metric").value
+        extra = (f", complete mean rating {v['complete mean rating']:.2f}"
+                 if "complete mean rating" in v else "")
+        lines.append(f"- {data_name}: {int(v['users'])} users x {int(v['items'])} items, "
+                     f"{int(v['train ratings'])} train / {int(v['test ratings'])} test ratings, "
+                     f"observed mean rating {v['observed mean rating']:.2f}{extra}")
     lines.append("")
     ranking = frame[frame.metric != "RMSE"]
     for row in claim.to_dict("records"):
-        winners = "; ".join(f"{k[len('winner '):]}: {w}" for k, w in row.items()
-                            if k.startswith("winner ") and isinstance(w, str))
+        winners = "; ".join(f"{p}: {row[f'winner {p}']}" for p in PROTOCOLS
+                            if isinstance(row.get(f"winner {p}"), str))
         part = ranking[ranking.data == row["data"]]
         noise = int((part.z.abs() < 2).sum())
         lines.append(f"- {row['data']} winners (metrics won) — {winners}. Winner differs between "
@@ -393,8 +452,9 @@ def _summary_text(config, frame, claim, results) -> str:
                      f"{row['P(winner differs | two metrics, same protocol)']:.0%} of pairs: claim "
                      f"holds: {row['claim holds']}. {noise} of {len(part)} winners are within "
                      "2 SE (|z| < 2).")
-        truth = {k[len("names true winner "):]: v for k, v in row.items()
-                 if k.startswith("names true winner ") and isinstance(v, float) and v == v}
+        truth = {p: row[f"names true winner {p}"] for p in OFFLINE
+                 if isinstance(row.get(f"names true winner {p}"), float)
+                 and row[f"names true winner {p}"] == row[f"names true winner {p}"]}
         if truth:
             lines.append("  share of metrics on which the protocol names the complete-data "
                          "winner: " + ", ".join(f"{k} {v:.0%}" for k, v in truth.items()))
@@ -403,7 +463,7 @@ def _summary_text(config, frame, claim, results) -> str:
     for row in rmse.to_dict("records"):
         lines.append(f"- {row['data']}, RMSE on {row['protocol']}: MF-RMSE {row['MF-RMSE']:.3f}, "
                      f"AllRank {row['AllRank']:.3f}")
-    if not real_data_file(config.ratings_file):
+    if REAL_DATA not in set(sizes.data):
         lines.append(skipped_note(config.ratings_file))
     return "\n".join(lines)
 
@@ -413,5 +473,5 @@ STUDY = Study(
     description="Steck RecSys'13 Table 1: MF-RMSE vs AllRank under MNAR ratings; the ranking "
                 "protocol (all items / unrated items / rated test items) decides the winner more "
                 "than the metric, and the complete ratings show which protocol tells the truth",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(_rows, _winner, _claim, _differing_pairs, _summary_text))
+    presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 10, "default": 85, "paper": 1800})

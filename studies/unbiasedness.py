@@ -18,39 +18,38 @@ checked with a z-score against the standard error of the mean over draws.
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
-import matplotlib
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from simrec import metrics, missing
-from simrec.runner import Report, Study, cell_key, key_id, shared_key
+from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit
-
-matplotlib.use("Agg")
 
 SCORERS = ("noisy_oracle", "popularity")
 UNBIASED = ("adg", "recall@{k}", "atop")          # Thm 1 and its siblings
 Z_LIMIT = 3.0                                     # |z| above this rejects "obs = claim"
+NEAR_BLACK = (0.1, 0.1, 0.1)                      # seaborn's "k" (its colour codes)
 
 
 @dataclass(frozen=True)
 class UnbiasednessConfig:
-    """world: the simulated world; rates: SRS observation rates; draws: O+ draws per cell;
-    oracle_noise: sd of the Gaussian noise added to the true logit; k: cutoff of Recall/nDCG@k;
-    mnar_rate, mnar_betas: rate and strengths of popularity-biased observation (beta = 0 is SRS)."""
+    """Observation draws per cell for every SRS rate and every MNAR popularity-bias strength."""
+    #: the simulated world (truth q(u, i); P+ ~ Bernoulli(q))
     world: WorldConfig = field(default_factory=lambda: WorldConfig(n_users=2000, n_items=1000, offset=-6.0))
+    #: SRS observation rates |O+|/|P+|
     rates: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    draws: int = 100
-    oracle_noise: float = 1.5
-    k: int = 10
-    mnar_rate: float = 0.3
-    mnar_betas: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)
+    draws: int = 100                              # O+ draws per cell
+    oracle_noise: float = 1.5                     # sd of the noise added to the true logit (noisy oracle)
+    k: int = 10                                   # cutoff of Recall@k and nDCG@k
+    mnar_rate: float = 0.3                        # observation rate of the popularity-biased cells
+    mnar_betas: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)  # MNAR bias strengths beta (0 = SRS)
 
     def __post_init__(self):
         if not self.rates or any(not 0 < r <= 1 for r in self.rates):
@@ -80,14 +79,23 @@ PRESETS = {
 }
 
 
-# ---- shared state: world, P+, scorers and their complete-data metrics (memoised per run) ----------
+# ---- shared state: world, P+, scorers and their complete-data metrics -----------------------------
 
-@functools.lru_cache(maxsize=4)
-def _shared(root_id: tuple, config: UnbiasednessConfig):
-    root = jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
-    world = make_world(shared_key(root, "world"), config.world)
-    prior = missing.prior_relevant(shared_key(root, "prior"), world)
-    noise_key = shared_key(root, "oracle noise")
+@dataclass(frozen=True)
+class Shared:
+    """What every cell reads (built once per run by `setup`)."""
+    prior: sp.csr_matrix                              # bool[U, I]: the prior-relevant sets P+
+    scores: Mapping[str, np.ndarray]                  # {scorer: f32[U, I]}, fixed across draws
+    complete: Mapping[str, Mapping[str, np.ndarray]]  # {scorer: {metric: f64[U]}} on P+
+    popularity: np.ndarray                            # f32[I]: |P+ holding i| + 1, MNAR weights
+
+
+def setup(key, config: UnbiasednessConfig) -> Shared:
+    """The world, P+ and the two scorers — a noisy oracle (true logit + oracle_noise N(0, 1)) and
+    popularity (item counts in P+, so it ties a lot) — with their metrics on the complete P+."""
+    world = make_world(shared_key(key, "world"), config.world)
+    prior = missing.prior_relevant(shared_key(key, "prior"), world)
+    noise_key = shared_key(key, "oracle noise")
     users = jnp.arange(world.n_users)
     logit = quality_logit(world, users)
     noise = jax.vmap(lambda u: jax.random.normal(jax.random.fold_in(noise_key, u), (world.n_items,)))(users)
@@ -95,7 +103,7 @@ def _shared(root_id: tuple, config: UnbiasednessConfig):
     scores = {"noisy_oracle": np.asarray(logit + config.oracle_noise * noise, np.float32),
               "popularity": np.broadcast_to(popularity, (world.n_users, world.n_items))}
     complete = {s: metrics.evaluate(scores[s], prior, metrics=config.metric_specs) for s in SCORERS}
-    return prior, scores, complete, popularity + 1.0
+    return Shared(prior=prior, scores=scores, complete=complete, popularity=popularity + 1.0)
 
 
 def cells(config: UnbiasednessConfig) -> list[dict]:
@@ -105,49 +113,78 @@ def cells(config: UnbiasednessConfig) -> list[dict]:
     return out
 
 
-def compute(key, config: UnbiasednessConfig, cell: dict) -> dict:
-    """Per draw, the user-mean of each metric on O+; plus the complete-data and Thm 2 references."""
-    prior, scores, complete, popularity = _shared(key_id(key), config)
+#: the record schema: one row per (cell, metric, statistic[, draw])
+COLUMNS = {
+    "scorer": str,          # "noisy_oracle" | "popularity"
+    "observation": str,     # "srs" | "mnar_popularity"
+    "param": float,         # SRS rate, or MNAR bias strength beta
+    "metric": str,          # a `simrec.metrics.evaluate` name; "" for the size statistics
+    "statistic": str,       # "observed": one draw's user mean on O+; "complete": user mean on P+;
+                            # "thm2": Thm 2's prediction of E[observed] (ndcg only); size statistics
+                            # "users" (users with observations), "mean |O+|", "mean |P+|" (over them)
+    "draw": int,            # draw index of "observed" rows, -1 otherwise
+    "value": float,
+}
+
+
+def _record(cell: dict, metric: str, statistic: str, value, draw: int = -1) -> dict:
+    return {"scorer": cell["scorer"], "observation": cell["observation"], "param": cell["param"],
+            "metric": metric, "statistic": statistic, "draw": draw, "value": float(value)}
+
+
+def compute(key, config: UnbiasednessConfig, cell: dict, shared: Shared) -> list[dict]:
+    """Per draw, the user mean of each metric on O+; plus the complete-data means, the Thm 2
+    prediction for nDCG and the observed/prior set sizes (users with observations only)."""
     draw_keys = jax.random.split(cell_key(key, cell), config.draws)
     specs = config.metric_specs
-    per_draw = {spec: [] for spec in specs}
-    for draw_key in draw_keys:
+    scores = shared.scores[cell["scorer"]]
+    out = []
+    for draw, draw_key in enumerate(draw_keys):
         if cell["observation"] == "srs":
-            observed = missing.observe_srs(draw_key, prior, cell["param"])
+            observed = missing.observe_srs(draw_key, shared.prior, cell["param"])
         else:
-            observed = missing.observe_mnar_popularity(draw_key, prior, config.mnar_rate,
-                                                       cell["param"], popularity)
-        values = metrics.evaluate(scores[cell["scorer"]], observed, metrics=specs)
-        for spec in specs:
-            per_draw[spec].append(metrics.mean(values[spec]))
+            observed = missing.observe_mnar_popularity(draw_key, shared.prior, config.mnar_rate,
+                                                       cell["param"], shared.popularity)
+        values = metrics.evaluate(scores, observed, metrics=specs)
+        out += [_record(cell, spec, "observed", metrics.mean(values[spec]), draw) for spec in specs]
     # users observed at all are the same in every draw (the observed size is a function of |P+|)
     n_observed = np.diff(observed.indptr)
-    n_prior = np.diff(prior.indptr)
+    n_prior = np.diff(shared.prior.indptr)
     seen = n_observed > 0
-    comp = complete[cell["scorer"]]
+    comp = shared.complete[cell["scorer"]]
     factor = metrics.ndcg_bias_factor(n_observed[seen], n_prior[seen])
-    return {"obs": per_draw,
-            "comp": {spec: metrics.mean(comp[spec][seen]) for spec in specs},
-            "thm2_ndcg": float(np.mean(factor * comp["ndcg"][seen])),
-            "users": int(seen.sum()), "mean_observed": float(n_observed[seen].mean()),
-            "mean_prior": float(n_prior[seen].mean())}
+    out += [_record(cell, spec, "complete", metrics.mean(comp[spec][seen])) for spec in specs]
+    out += [_record(cell, "ndcg", "thm2", np.mean(factor * comp["ndcg"][seen])),
+            _record(cell, "", "users", seen.sum()),
+            _record(cell, "", "mean |O+|", n_observed[seen].mean()),
+            _record(cell, "", "mean |P+|", n_prior[seen].mean())]
+    return out
 
 
-def _rows(config, results) -> pd.DataFrame:
+def _values(part: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
+    """The values of one (metric, statistic) of a cell's records, in draw order."""
+    return part[(part.metric == metric) & (part.statistic == statistic)].sort_values("draw").value
+
+
+def _rows(config, records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (cell, metric): mean over draws, its SE, the ratio to the complete-data value
+    with a 95% interval, and z-scores against the complete value and (nDCG) Thm 2."""
     rows = []
-    for r in results:
+    for (scorer, observation, param), part in records.groupby(["scorer", "observation", "param"],
+                                                              sort=False):
+        thm2 = float(_values(part, "ndcg", "thm2").iloc[0])
         for spec in config.metric_specs:
-            draws = np.asarray(r.value["obs"][spec])
-            obs, comp = draws.mean(), r.value["comp"][spec]
+            draws = _values(part, spec, "observed").to_numpy()
+            obs, comp = draws.mean(), float(_values(part, spec, "complete").iloc[0])
             se = draws.std(ddof=1) / math.sqrt(len(draws))
-            claim = r.value["thm2_ndcg"] if spec == "ndcg" else comp
-            rows.append({**r.cell, "metric": spec, "comp": comp, "obs": obs, "se": se,
+            claim = thm2 if spec == "ndcg" else comp
+            rows.append({"scorer": scorer, "observation": observation, "param": param,
+                         "metric": spec, "comp": comp, "obs": obs, "se": se,
                          "ratio": obs / comp, "ratio_lo": (obs - 1.96 * se) / comp,
                          "ratio_hi": (obs + 1.96 * se) / comp,
                          "z_vs_comp": _z(obs - comp, se, comp),
-                         "thm2": r.value["thm2_ndcg"] if spec == "ndcg" else np.nan,
-                         "z_vs_thm2": _z(obs - claim, se, comp) if spec == "ndcg" else np.nan,
-                         "mean_observed": r.value["mean_observed"], "mean_prior": r.value["mean_prior"]})
+                         "thm2": thm2 if spec == "ndcg" else np.nan,
+                         "z_vs_thm2": _z(obs - claim, se, comp) if spec == "ndcg" else np.nan})
     return pd.DataFrame(rows)
 
 
@@ -160,11 +197,10 @@ def _z(diff: float, se: float, scale: float) -> float:
     return 0.0 if abs(diff) <= tiny else math.copysign(math.inf, diff)
 
 
-def report(config: UnbiasednessConfig, results) -> Report:
-    import matplotlib.pyplot as plt
+def report(config: UnbiasednessConfig, records: pd.DataFrame) -> Report:
     import seaborn as sns
 
-    frame = _rows(config, results)
+    frame = _rows(config, records)
     srs = frame[frame.observation == "srs"].rename(columns={"param": "rate"})
     mnar = frame[frame.observation == "mnar_popularity"].rename(columns={"param": "beta"})
     unbiased = {u.format(k=config.k) for u in UNBIASED}
@@ -192,17 +228,19 @@ def report(config: UnbiasednessConfig, results) -> Report:
     table_mnar = mnar[["scorer", "metric", "beta", "comp", "obs", "se", "ratio", "ratio_lo",
                        "ratio_hi", "z_vs_comp"]].reset_index(drop=True)
 
-    sns.set_theme(style="whitegrid", context="paper")
-    order = list(config.metric_specs)
-    fig_srs = _ratio_figure(srs, "rate", order, "observation rate |O+|/|P+|",
-                            "Metric on observed O+ / metric on complete P+ (SRS; 95% CI over draws)")
-    for ax, scorer in zip(fig_srs.axes, SCORERS):
-        thm = srs[(srs.scorer == scorer) & (srs.metric == "ndcg")].sort_values("rate")
-        ax.plot(thm.rate, thm.thm2 / thm.comp, "k--", lw=1.2, label="Thm 2 prediction (nDCG)")
-    fig_srs.axes[-1].legend(fontsize=7, loc="lower right", ncol=2)
-    fig_mnar = _ratio_figure(mnar, "beta", order, "popularity bias strength beta",
-                             f"Popularity-biased observation at rate {config.mnar_rate}: obs / comp")
-    n = results[0].value["users"] if results else 0
+    with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
+        order = list(config.metric_specs)
+        fig_srs = _ratio_figure(srs, "rate", order, "observation rate |O+|/|P+|",
+                                "Metric on observed O+ / metric on complete P+ (SRS; 95% CI over draws)")
+        for ax, scorer in zip(fig_srs.axes, SCORERS):
+            thm = srs[(srs.scorer == scorer) & (srs.metric == "ndcg")].sort_values("rate")
+            ax.plot(thm.rate, thm.thm2 / thm.comp, ls="--", color=NEAR_BLACK, lw=1.2,
+                        label="Thm 2 prediction (nDCG)")
+        fig_srs.axes[-1].legend(fontsize=7, loc="lower right", ncol=2)
+        fig_mnar = _ratio_figure(mnar, "beta", order, "popularity bias strength beta",
+                                 f"Popularity-biased observation at rate {config.mnar_rate}: obs / comp")
+    users = records[records.statistic == "users"].value
+    n = int(users.iloc[0]) if len(users) else 0
     text = _summary_text(config, summary, mnar, n)
     return Report(tables={"table_summary": summary, "table_srs": table_srs, "table_mnar": table_mnar},
                   figures={"fig_ratio_srs": fig_srs, "fig_ratio_mnar": fig_mnar}, summary=text)
@@ -250,5 +288,5 @@ STUDY = Study(
     name="unbiasedness",
     description="Lim et al. Thm 1-2: ADG, Recall and ATOP on observed data are unbiased under SRS, "
                 "NDCG is biased by the Thm 2 factor, and MNAR observation breaks ADG",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__,
-    report_helpers=(_rows, _z, _ratio_figure, _summary_text))
+    presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 10, "default": 205, "paper": 7000})

@@ -4,12 +4,14 @@ over a constant (no disagreement at all)."""
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import runner
-from studies import disagreement
+from simrec import missing, runner
+from simrec.world import WorldConfig
+from simrec_studies import _data, disagreement
 from tests.test_stats import brute_inversion_rate
 
 
@@ -65,8 +67,69 @@ def test_real_data_cell_only_when_the_file_exists(tmp_path):
     assert disagreement.cells(dataclasses.replace(config, ratings_file="")) == [{"data": "simulated"}]
 
 
+TINY = disagreement.DisagreementConfig(ratings_file="", ease_l2s=(10.0, 40.0), kunn_ks=(3,), k=5,
+                                       world=WorldConfig(n_users=60, n_items=50, offset=-2.0),
+                                       held_out_mean=2, held_out_max=4, spreads=(0.0, 1.0))
+
+
+def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
+    root = jax.random.key(0)
+    shared = disagreement.setup(root, TINY)
+    (cell,) = disagreement.cells(TINY)
+    records = disagreement.compute(root, TINY, cell, shared)
+    frame = runner.records_frame(disagreement.STUDY,
+                                 runner.check_records(disagreement.STUDY, cell, records))
+    scored = frame[frame.part == "model"]
+    n_models, targets = 2 + 1, 2 + len(TINY.spreads)          # EASE grid + KUNN grid; obs, complete, s
+    assert len(scored) == n_models * targets * 2
+    assert list(scored.drop_duplicates(["family", "l2", "user_k", "item_k"]).family) == ["EASE", "EASE", "KUNN"]
+    sizes = frame[frame.part == "data"].set_index("statistic").value
+    assert sizes["users"] == 60 and sizes["items"] == 50 and sizes["wall time (s)"] > 0
+    held_out = frame[frame.part == "held-out sizes"]
+    assert sorted(set(held_out.spread)) == list(TINY.spreads)
+    assert not [name for name, value in vars(disagreement).items() if hasattr(value, "cache_info")]
+
+
+def test_held_out_sets_are_nested_across_spreads_and_outside_train():
+    """Every held-out set is the first n_u items of one order of P+ minus train, so a smaller set
+    is contained in a larger one, and none holds a training item."""
+    dataset = disagreement.setup(jax.random.key(1), TINY).datasets["simulated"]
+    small, large = (dataset.held_out[s].toarray() for s in TINY.spreads)
+    complete, train = dataset.complete.toarray(), dataset.train.toarray()
+    assert not (complete & train).any()
+    for a, b in ((small, large), (large, small)):
+        smaller = a.sum(1) <= b.sum(1)
+        assert not (a[smaller] & ~b[smaller]).any()
+    assert not ((small | large) & ~complete).any()
+    assert (dataset.held_out_sizes[0.0] == TINY.held_out_mean).all()
+
+
+def test_real_data_is_split_with_its_cell_key(tmp_path, monkeypatch):
+    """With a ratings file present, setup splits its positives with cell_key(root, its cell)."""
+    rows = [(u, i, 5.0 if (u + i) % 3 else 2.0) for u in range(30) for i in range(20) if (u * i) % 4]
+    folder = tmp_path / "ml"
+    folder.mkdir()
+    (folder / "ratings.csv").write_text("userId,movieId,rating,timestamp\n" +
+                                        "".join(f"{u},{i},{r},0\n" for u, i, r in rows))
+    monkeypatch.setenv(_data.DATA_ENV, str(tmp_path))
+    config = dataclasses.replace(TINY, ratings_file="ml/ratings.csv", min_item=1)
+    cells = disagreement.cells(config)
+    assert cells == [{"data": disagreement.REAL_DATA}, {"data": "simulated"}]
+    root = jax.random.key(0)
+    real = disagreement.setup(root, config).datasets[disagreement.REAL_DATA]
+    positives = real.train + real.test
+    expected = missing.split_per_user(runner.cell_key(root, cells[0]), positives, (0.5, 0.0, 0.5),
+                                      n_folds=1)[0]
+    assert positives.nnz == sum(r >= config.min_rating for _, _, r in rows)
+    assert (real.train != expected.train).nnz == 0 and real.complete is None
+    records = disagreement.compute(root, config, cells[0], disagreement.setup(root, config))
+    runner.check_records(disagreement.STUDY, cells[0], records)
+    assert {r["target"] for r in records if r["part"] == "model"} == {"observed test"}
+
+
 @pytest.mark.parametrize("overrides", [{"train_fraction": 1.0}, {"ease_l2s": ()},
-                                       {"kunn_ks": (0,)}, {"k": 0},
+                                       {"kunn_ks": (0,)}, {"kunn_ks": (70, 70)},
+                                       {"ease_l2s": (500.0, 500.0)}, {"k": 0},
                                        {"held_out_mean": 50, "held_out_max": 40},
                                        {"spreads": (-1.0,)}])
 def test_config_rejects_bad_values(overrides):

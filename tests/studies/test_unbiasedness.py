@@ -9,7 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 from simrec import metrics, missing, runner
-from studies import unbiasedness
+from simrec.world import WorldConfig
+from simrec_studies import unbiasedness
 
 UNBIASED = ("adg", "recall@3", "atop")
 
@@ -75,6 +76,30 @@ def test_smoke_preset_runs_and_rerun_from_cache_is_identical(tmp_path):
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["cells"]["cached"] == len(unbiasedness.cells(config))
     assert (tmp_path / "fig_ratio_srs.png").stat().st_size > 1000
+
+
+def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
+    """compute(root key, config, cell, setup(root key, config)) gives one "observed" record per
+    (metric, draw), one "complete" per metric, the Thm 2 prediction and the set sizes."""
+    config = unbiasedness.UnbiasednessConfig(world=WorldConfig(n_users=40, n_items=30, offset=-2.0),
+                                             rates=(0.5,), draws=3, mnar_betas=(1.0,))
+    root = jax.random.key(0)
+    shared = unbiasedness.setup(root, config)
+    specs = config.metric_specs
+    for cell in unbiasedness.cells(config):
+        records = unbiasedness.compute(root, config, cell, shared)
+        frame = runner.records_frame(unbiasedness.STUDY,
+                                     runner.check_records(unbiasedness.STUDY, cell, records))
+        observed = frame[frame.statistic == "observed"]
+        assert len(observed) == config.draws * len(specs)
+        assert sorted(set(observed.draw)) == list(range(config.draws))
+        assert list(frame[frame.statistic == "complete"].metric) == list(specs)
+        assert list(frame[frame.statistic == "thm2"].metric) == ["ndcg"]
+        users = frame[frame.statistic == "users"].value.iloc[0]
+        assert users == int(users) and 0 < users <= config.world.n_users
+        assert (frame.scorer == cell["scorer"]).all() and (frame.param == cell["param"]).all()
+    assert records == unbiasedness.compute(root, config, cell, unbiasedness.setup(root, config))
+    assert not [name for name, value in vars(unbiasedness).items() if hasattr(value, "cache_info")]
 
 
 def test_config_validation_names_the_field():
