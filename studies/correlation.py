@@ -1,8 +1,8 @@
 """Study ``correlation``: do offline (n)DCG estimates track online reward over days? (Jeunen,
 Potapov & Ustimenko, KDD'24 §6.1, Table 2.)
 
-Setting: `studies.scenarios` — a platform with a fixed candidate generator G, a logging policy R₀
-(epsilon-greedy around MF-AUC) and a deterministic target R_t (MF-ADG trained longer), two feed
+Setting: `simrec_studies.scenarios` — a platform with a fixed candidate generator G, a logging
+policy R₀ (epsilon-greedy around MF-AUC) and a deterministic target R_t (MF-ADG trained longer), two feed
 levels (level 1: scroll-budget view model, no violations, m = inf; level 2: exponential view,
 cascade and satiation, m = 200) and two signals (``like`` explicit and rare, ``watch`` implicit
 and frequent). Days drift (session length, engagement, item quality, user mix).
@@ -28,27 +28,29 @@ windows of each replication's days) and over each replication's whole series (th
 variant). Replication r uses platform r mod `platforms` and that platform's days
 [k · long_days, (k + 1) · long_days) with k = r div `platforms`, so replications never share a day.
 
-Cells: (replication, day), both levels in one cell; every cell is a JSON dict of daily numbers.
+Setup: the platforms (`scenarios.platforms`: worlds and trained rankers, cached on disk). Cells:
+(replication, day), both levels in one cell. Records (`COLUMNS`): one daily number per row,
+addressed by (replication, day, level, signal, policy, quantity, positives, statistic); see
+`_record`. `report` pivots them into `table_daily` (one row per day and setting) and computes
+every table and figure from it.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
 
 import jax
-import matplotlib
 import numpy as np
 import pandas as pd
 
 from simrec import feed, ope, stats
 from simrec.runner import ConfigError, Report, Study, cell_key
-from studies import scenarios as S
-
-matplotlib.use("Agg")
+from simrec_studies import scenarios as S
 
 POLICIES = ("R0", "Rt")
+#: the rankers of R₀ (the logger, epsilon-greedy around it) and R_t (the deterministic target)
+RANKERS = {"R0": S.Trained("r0"), "Rt": S.Trained("rt")}
 #: estimator key -> label of the paper's Table 2 (rows of the output tables)
 ESTIMATORS = {
     "dcg_log_c": "DCG (log, C)", "dcg_log_q": "DCG (log, Q̂)", "dcg_pbm_c": "DCG (pbm, C)",
@@ -63,20 +65,33 @@ PAPER = {
     "dcg_pbm_q": (0.98, 0.91, 0.70, 0.17, 0.79, 0.49, 0.85, 0.88),
     "ndcg_skip": (-0.91, -0.80, -0.80, -0.32, -0.42, -0.34, -0.93, -0.77),
 }
-POSITIVE_BINS = ((1, 1), (2, 2), (3, 4), (5, 10**9))       # sessions by number of positive labels
+#: sessions by their number of positive labels: bin label -> (low, high), inclusive
+POSITIVE_BINS = {"1": (1, 1), "2": (2, 2), "3-4": (3, 4), "5+": (5, 10**9)}
 ALPHA = 0.05
+#: quantities of a level on a day, of a signal, and their order in `table_daily`
+DAY_QUANTITIES = ("session", "engagement", "depth", "min_logging_exposure", "share_below_1e-3")
+SIGNAL_QUANTITIES = ("positives", "no_positive", "idcg")
+#: the estimates of a policy, in `table_daily` order (every one but pndcg has a standard error)
+ESTIMATES = ("dcg_log_c", "dcg_log_q", "dcg_pbm_c", "dcg_pbm_q", "ndcg_skip", "ndcg_zero", "pndcg")
+#: the record schema: one daily number per row. quantity: a day quantity (`DAY_QUANTITIES`; signal
+#: and policy ""), a signal quantity (`SIGNAL_QUANTITIES`, or "sessions" with statistic "share"
+#: per bin of positives; policy ""), or a policy's "online_ab", "online_exact" or estimate
+#: (`ESTIMATES`); positives: a bin of `POSITIVE_BINS` ("" = all sessions); statistic: "value",
+#: "se" (its standard error) or "share".
+COLUMNS = {"replication": int, "day": int, "level": str, "signal": str, "policy": str, "quantity": str,
+           "positives": str, "statistic": str, "value": float}
 
 
 @dataclass(frozen=True)
 class CorrelationConfig:
-    """scenario: the feed setting (`studies.scenarios`; scenario.days = the length of one
-    experiment, 7 as in the paper); long_days: days per replication (the many-day variant, cut
-    into scenario.days-day experiments for Table 2); replications: independent day series;
-    platforms: distinct platforms (world + trained rankers) they cycle through."""
+    """The correlation study's settings; replication r runs on platform r mod platforms."""
+    #: the feed setting (`simrec_studies.scenarios`); scenario.days = the length of one
+    #: experiment (7 as in the paper)
     scenario: S.ScenarioConfig = field(default_factory=lambda: S.PRESETS["default"])
+    #: days per replication (the many-day variant, cut into scenario.days-day experiments for Table 2)
     long_days: int = 28
-    replications: int = 2
-    platforms: int = 1
+    replications: int = 2            # independent day series
+    platforms: int = 1               # distinct platforms (world + trained rankers) they cycle through
 
     def __post_init__(self):
         for name, low in (("long_days", 3), ("replications", 1), ("platforms", 1)):
@@ -103,6 +118,18 @@ def cells(config: CorrelationConfig) -> list[dict]:
     return [{"replication": r, "day": d} for r in range(config.replications) for d in range(config.long_days)]
 
 
+@dataclass(frozen=True, eq=False)
+class Shared:
+    """The run's platforms (`scenarios.platforms`, with R₀'s and R_t's rankers trained), one per
+    index 0..config.platforms-1."""
+    platforms: tuple[S.Platform, ...]
+
+
+def setup(key, config: CorrelationConfig) -> Shared:
+    """Build (and train) every platform once per run; `key` is the run's root key."""
+    return Shared(S.platforms(key, config.scenario, range(config.platforms), tuple(RANKERS.values())))
+
+
 # ---- one level on one day ---------------------------------------------------------------------
 
 def _tables(policies, view, num_contexts: int) -> list:
@@ -112,33 +139,40 @@ def _tables(policies, view, num_contexts: int) -> list:
     return [feed.exposure(None, p, view, contexts).mean for p in policies]
 
 
-@functools.lru_cache(maxsize=4)
-def _log_tables(platform: S.Platform, level: str) -> list:
-    """The day-independent tables of (R₀, R_t) under the logarithmic discount (memoised)."""
-    policies = (S.logging_policy(platform, level), S.target_policy(platform, level))
-    return _tables(policies, feed.Logarithmic(), platform.config.world.n_users)
-
-
 def _exposures(log: feed.Log, policies, view, num_contexts: int) -> list:
-    """Exposures f32[N, K] of each policy's logged items under `view` (exact policies)."""
-    return [feed.exposure_of(t, log.users, log.items) for t in _tables(policies, view, num_contexts)]
+    """Exposures f32[N, K] of each policy's logged items under `view` (exact policies,
+    `ope.logged_exposures` of tables over every context)."""
+    return [ope.logged_exposures(log, t) for t in _tables(policies, view, num_contexts)]
 
 
-def _positive_bins(positives: np.ndarray, ndcg: np.ndarray) -> dict:
-    """Share of sessions and mean nDCG (skip) per bin of the number of positive labels."""
-    out = {}
-    for low, high in POSITIVE_BINS:
+def _record(quantity: str, value, *, signal: str = "", policy: str = "", positives: str = "",
+            statistic: str = "value") -> dict:
+    """One record of a level on a day (`COLUMNS` less replication, day and level)."""
+    return {"signal": signal, "policy": policy, "quantity": quantity, "positives": positives,
+            "statistic": statistic, "value": value}
+
+
+def _positive_bins(signal: str, policy: str, positives: np.ndarray, ndcg: np.ndarray) -> list[dict]:
+    """Mean nDCG (skip) of `policy` per bin of the number of positive labels (`POSITIVE_BINS`),
+    and, for the first policy, the share of sessions in each bin."""
+    out = []
+    for label, (low, high) in POSITIVE_BINS.items():
         inside = (positives >= low) & (positives <= high)
-        out[f"{low}+" if high > 1000 else (f"{low}" if low == high else f"{low}-{high}")] = {
-            "share": float(inside.mean()), "ndcg": float(np.mean(ndcg[inside])) if inside.any() else math.nan}
+        if policy == POLICIES[0]:
+            out.append(_record("sessions", float(inside.mean()), signal=signal, positives=label,
+                               statistic="share"))
+        out.append(_record("ndcg_skip", float(np.mean(ndcg[inside])) if inside.any() else math.nan,
+                           signal=signal, policy=policy, positives=label))
     return out
 
 
-def _level_day(key, platform: S.Platform, level: str, d: int) -> dict:
+def _level_day(key, platform: S.Platform, rankers: dict, level: str, d: int) -> list[dict]:
+    """Records of one level on day d: the day's factors and log, then per signal the mechanism
+    quantities and per policy the online values and offline estimates. rankers: {policy: scores}."""
     config = platform.config
     lv = S.level_config(config, level)
     today = S.day(platform, level, d)
-    logger, target = S.logging_policy(platform, level), S.target_policy(platform, level)
+    logger, target = S.logging_policy(platform, level, rankers["R0"]), S.target_policy(platform, level, rankers["Rt"])
     k_log, k_ab, k_online = jax.random.split(key, 3)
     log = feed.simulate(k_log, today.scenario, logger, config.log_sessions, day=d,
                         logging_exposure=S.logging_exposure(today.scenario, logger))
@@ -146,78 +180,99 @@ def _level_day(key, platform: S.Platform, level: str, d: int) -> dict:
     exact = [S.online(k_online, platform, today.scenario, p) for p in (logger, target)]
     viewed = log.viewed
     logged = np.asarray(log.logging_exposure)[np.asarray(viewed)]
-    out = {"session": today.session, "engagement": today.engagement,
-           "depth": float(np.mean(np.sum(np.asarray(viewed), axis=1))),
-           "min_logging_exposure": float(logged.min()),
-           "share_below_1e-3": float(np.mean(logged < 1e-3)),
-           "signals": {}}
+    out = [_record(q, v) for q, v in zip(DAY_QUANTITIES, (
+        today.session, today.engagement, float(np.mean(np.sum(np.asarray(viewed), axis=1))),
+        float(logged.min()), float(np.mean(logged < 1e-3))))]
     pbm = feed.fit_view_model(viewed)
     n = config.world.n_users
-    exposures = {"log": [feed.exposure_of(t, log.users, log.items) for t in _log_tables(platform, level)],
+    exposures = {"log": _exposures(log, (logger, target), feed.Logarithmic(), n),
                  "pbm": _exposures(log, (logger, target), pbm, n)}
     discount = feed.view_probability(pbm, lv.feed_length)
     clip = np.array([1.0, lv.clip])
     for s, signal in enumerate(S.SIGNALS):
         rewards = log.rewards[s]
         positives = np.asarray(np.sum(rewards, axis=1))
-        per_policy, errors = {p: {} for p in POLICIES}, {p: {} for p in POLICIES}
+        values, errors = {p: {} for p in POLICIES}, {p: {} for p in POLICIES}
         for view, (e0, _) in exposures.items():
             for policy, e in zip(POLICIES, exposures[view]):
                 dcg = ope.dcg_sweep(rewards, e0, e, viewed, clip)
-                per_policy[policy].update({f"dcg_{view}_c": dcg.value[0], f"dcg_{view}_q": dcg.value[1]})
+                values[policy].update({f"dcg_{view}_c": dcg.value[0], f"dcg_{view}_q": dcg.value[1]})
                 errors[policy].update({f"dcg_{view}_c": dcg.standard_error[0], f"dcg_{view}_q": dcg.standard_error[1]})
         e0 = exposures["pbm"][0]
         idcg = ope.ideal_dcg(rewards, e0, viewed, discount, lv.clip)
         mean_idcg = ope.mean_estimate(idcg).value
-        mechanism = {"positives": float(positives.mean()), "no_positive": float(np.mean(positives == 0)),
-                     "idcg": mean_idcg}
+        out += [_record(q, v, signal=signal) for q, v in zip(SIGNAL_QUANTITIES, (
+            float(positives.mean()), float(np.mean(positives == 0)), mean_idcg))]
+        bins = []
         for policy, e in zip(POLICIES, exposures["pbm"]):
             skip = ope.trajectory_ndcg(rewards, e0, e, viewed, discount, lv.clip, zero_ideal="skip", idcg=idcg)
             zero = ope.trajectory_ndcg(rewards, e0, e, viewed, discount, lv.clip, zero_ideal="zero", idcg=idcg)
             mean_skip, mean_zero = ope.mean_estimate(skip), ope.mean_estimate(zero)
-            per_policy[policy].update(ndcg_skip=mean_skip.value, ndcg_zero=mean_zero.value,
-                                      pndcg=per_policy[policy]["dcg_pbm_q"] / mean_idcg)
+            values[policy].update(ndcg_skip=mean_skip.value, ndcg_zero=mean_zero.value,
+                                  pndcg=values[policy]["dcg_pbm_q"] / mean_idcg)
             errors[policy].update(ndcg_skip=mean_skip.standard_error, ndcg_zero=mean_zero.standard_error)
-            mechanism[f"bins_{policy}"] = _positive_bins(positives, np.asarray(skip))
-        out["signals"][signal] = {
-            "online_ab": {p: ab.mean[i, s] for i, p in enumerate(POLICIES)},
-            "online_ab_se": {p: ab.standard_error[i, s] for i, p in enumerate(POLICIES)},
-            "online_exact": {p: exact[i].mean[s] for i, p in enumerate(POLICIES)},
-            "estimates": per_policy, "standard_errors": errors, "mechanism": mechanism}
+            bins += _positive_bins(signal, policy, positives, np.asarray(skip))
+        out += [b for b in bins if b["quantity"] == "sessions"]
+        for i, policy in enumerate(POLICIES):
+            out += [_record("online_ab", ab.mean[i, s], signal=signal, policy=policy),
+                    _record("online_ab", ab.standard_error[i, s], signal=signal, policy=policy, statistic="se"),
+                    _record("online_exact", exact[i].mean[s], signal=signal, policy=policy)]
+            out += [_record(q, values[policy][q], signal=signal, policy=policy) for q in ESTIMATES]
+            out += [_record(q, errors[policy][q], signal=signal, policy=policy, statistic="se")
+                    for q in ESTIMATES if q in errors[policy]]
+            out += [b for b in bins if b["policy"] == policy]
     return out
 
 
-def compute(key, config: CorrelationConfig, cell: dict) -> dict:
+def compute(key, config: CorrelationConfig, cell: dict, shared: Shared) -> list[dict]:
+    """Records of both levels on the cell's day; `key` is the run's root key (level i draws from
+    fold_in(cell_key(key, cell), i))."""
     r = cell["replication"]
-    platform = S.platform(key, config.scenario, r % config.platforms)
+    platform = shared.platforms[r % config.platforms]
     d = (r // config.platforms) * config.long_days + cell["day"]
     base = cell_key(key, cell)
-    return {level: _level_day(jax.random.fold_in(base, i), platform, level, d) for i, level in enumerate(S.LEVELS)}
+    rankers = {policy: S.scores(platform, ranker) for policy, ranker in RANKERS.items()}
+    return [{"replication": r, "day": cell["day"], "level": level, **record}
+            for i, level in enumerate(S.LEVELS)
+            for record in _level_day(jax.random.fold_in(base, i), platform, rankers, level, d)]
 
 
 # ---- report -----------------------------------------------------------------------------------
 
-def daily_frame(results) -> pd.DataFrame:
-    """One row per (replication, day, level, signal, policy): online values, estimates, factors."""
-    rows = []
-    for res in results:
-        for level, value in res.value.items():
-            for signal, sig in value["signals"].items():
-                mech = sig["mechanism"]
-                for policy in POLICIES:
-                    bins = mech[f"bins_{policy}"]
-                    rows.append({
-                        **res.cell, "level": level, "signal": signal, "policy": policy,
-                        "online_ab": sig["online_ab"][policy], "online_ab_se": sig["online_ab_se"][policy],
-                        "online_exact": sig["online_exact"][policy], **sig["estimates"][policy],
-                        **{f"se[{k}]": v for k, v in sig["standard_errors"][policy].items()},
-                        "session": value["session"], "engagement": value["engagement"], "depth": value["depth"],
-                        "min_logging_exposure": value["min_logging_exposure"],
-                        "share_below_1e-3": value["share_below_1e-3"],
-                        "positives": mech["positives"], "no_positive": mech["no_positive"], "idcg": mech["idcg"],
-                        **{f"share[{b}]": v["share"] for b, v in bins.items()},
-                        **{f"ndcg[{b}]": v["ndcg"] for b, v in bins.items()}})
-    return pd.DataFrame(rows)
+def _daily_column(quantity: str, statistic: str, positives: str) -> str:
+    """The `table_daily` column of a record: the quantity, "online_ab_se" / "se[estimate]" for a
+    standard error, "share[bin]" / "ndcg[bin]" for a bin of positives."""
+    if positives:
+        return f"{'share' if quantity == 'sessions' else 'ndcg'}[{positives}]"
+    if statistic == "se":
+        return "online_ab_se" if quantity == "online_ab" else f"se[{quantity}]"
+    return quantity
+
+
+DAILY_COLUMNS = ["online_ab", "online_ab_se", "online_exact", *ESTIMATES,
+                 *[f"se[{q}]" for q in ESTIMATES if q != "pndcg"], *DAY_QUANTITIES, *SIGNAL_QUANTITIES,
+                 *[f"share[{b}]" for b in POSITIVE_BINS], *[f"ndcg[{b}]" for b in POSITIVE_BINS]]
+
+
+def daily_frame(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (replication, day, level, signal, policy), in record order: online values,
+    estimates and their SEs, the day's factors and log, the signal's mechanism quantities
+    (`DAILY_COLUMNS`; a day's and a signal's numbers repeat on each of their rows)."""
+    named = records.assign(column=[_daily_column(*t) for t in
+                                   zip(records.quantity, records.statistic, records.positives)])
+    keys = ["replication", "day", "level", "signal", "policy"]
+
+    def wide(part: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+        table = part.set_index([*index, "column"])["value"].unstack("column")
+        return table.reindex(pd.MultiIndex.from_frame(part[index].drop_duplicates())).reset_index()
+
+    per_policy = wide(named[named.policy != ""], keys)
+    per_signal = wide(named[(named.policy == "") & (named.signal != "")], keys[:4])
+    per_day = wide(named[named.signal == ""], keys[:3])
+    daily = per_policy.merge(per_signal, on=keys[:4], how="left").merge(per_day, on=keys[:3], how="left")
+    daily = daily[[*keys, *DAILY_COLUMNS]]
+    daily.columns.name = None
+    return daily
 
 
 def _setting_label(level: str, signal: str, policy: str) -> str:
@@ -389,9 +444,8 @@ def bins_table(daily: pd.DataFrame) -> pd.DataFrame:
     share of sessions in each bin, averaged over days."""
     rows = []
     part = daily[daily.policy == "Rt"]
-    labels = [c[6:-1] for c in daily.columns if c.startswith("share[")]
     for (level, signal), group in part.groupby(["level", "signal"], sort=False):
-        for b in labels:
+        for b in POSITIVE_BINS:
             rows.append({"level": level, "signal": signal, "positives": b,
                          "share of sessions": group[f"share[{b}]"].mean(), "mean nDCG": group[f"ndcg[{b}]"].mean()})
     return pd.DataFrame(rows)
@@ -442,7 +496,7 @@ def _figures(daily: pd.DataFrame, corr: pd.DataFrame):
         ax.set_title(f"{level}, {signal}", fontsize=9)
         ax.set_xlabel("positives per session (day)")
         ax.set_ylabel("z-score" if j == 0 else "")
-        bins = [c[5:-1] for c in g.columns if c.startswith("ndcg[")]
+        bins = list(POSITIVE_BINS)
         axes[1, j].bar(bins, [g[f"ndcg[{b}]"].mean() for b in bins], color="tab:red", alpha=0.7)
         axes[1, j].set_xlabel("positive labels in the session")
         axes[1, j].set_ylabel("mean nDCG (skip)" if j == 0 else "")
@@ -453,8 +507,8 @@ def _figures(daily: pd.DataFrame, corr: pd.DataFrame):
     return {"fig_days": fig_days, "fig_spread": fig_spread, "fig_mechanism": fig_mech}
 
 
-def report(config: CorrelationConfig, results) -> Report:
-    daily = daily_frame(results)
+def report(config: CorrelationConfig, records: pd.DataFrame) -> Report:
+    daily = daily_frame(records)
     days = config.scenario.days
     corr = correlations(daily, days)
     summary = spread(corr)
@@ -593,7 +647,5 @@ STUDY = Study(
     name="correlation",
     description="Offline DCG / nDCG vs online reward over days (Jeunen et al., KDD'24 Table 2): "
                 "Pearson r per feed level, signal and policy, with its spread over replications.",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__, dependencies=(S.__file__,),
-    report_helpers=(daily_frame, _setting_label, _pearson_rows, correlations, spread, table2, single_draw,
-                    _compare, claims, mechanism, noise, bins_table, partial, _figures, _verdict,
-                    _summary_text))
+    presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
+    columns=COLUMNS, expected_seconds={"smoke": 35, "default": 160, "paper": 10800})

@@ -1,20 +1,22 @@
 """Feed scenarios of the offline–online studies (Jeunen, Potapov & Ustimenko, KDD'24 §6).
 
 Not a study: the shared setting of ``correlation`` (Table 2) and ``sensitivity`` (Fig. 1), as
-named, validated presets of `ScenarioConfig`, and small functions that build everything from
-(root key, config, replication):
+named, validated presets of `ScenarioConfig`, and small pure functions that build everything from
+(root key, config, replication). The studies build their platforms in their ``setup`` (once per
+run, cached by the runner) and everything else per cell from them.
 
-* **Platform** (`platform`): a `simrec.world` World of users x items; the world's observed
+* **Platform** (`platforms`): a `simrec.world` World of users x items; the world's observed
   feedback O⁺ (prior-relevant P⁺ ~ Bernoulli(q), then a simple random sample at
   `RankerConfig.observation_rate`, as in Lim et al. §2); a FIXED candidate generator G = the top N
   items of a truncated SVD of O⁺ (`RankerConfig.retrieval_dim`), precomputed per user
-  (`simrec.feed.top_k_candidates`, identical to `feed.TopK`); and rankers scored over the whole
-  catalogue: ``"r0"`` and ``"rt"``, factorisation models trained on O⁺ with `simrec.models`
-  (default R₀ = MF-AUC, R_t = MF-ADG trained four times longer), and noisy oracles
-  ``"oracle@s"`` = the world's true quality logit + N(0, s²) noise (``"oracle@s#j"``: the j-th
-  independent noise draw of the same scale, an exchangeable copy; ``"oracle"`` = ``"oracle@0"``).
-  Trained once per (run, replication) and memoised in memory (`functools.lru_cache` keyed by the
-  root key's id, like `studies.opt_adg`).
+  (`simrec.feed.top_k_candidates`, identical to `feed.TopK`); and the factorisation models
+  fitted on O⁺ with `simrec.models.fit` (slot ``r0``: by default MF-AUC; slot ``rt``: MF-ADG
+  trained four times longer; the same initial parameters).
+* **Rankers** (`Ranker`, scored over the whole catalogue by `scores`): `Trained` (a trained
+  slot), `Popularity` (item counts in O⁺) and `NoisyOracle` (the world's true quality logit +
+  N(0, scale²) noise, draw j an exchangeable copy). `ranker_label` names them in tables
+  (``r0``, ``rt``, ``popularity``, ``oracle@SCALE`` or ``oracle@SCALE#DRAW``) and `parse_ranker`
+  reads those labels back (config overrides on the command line).
 * **Levels** (`LEVELS`): the two feeds of KDD'24 §6. ``level1``: the probabilistic scroll-budget
   view model (`simrec.feed.ScrollBudget`, Jeunen RecSys'23), no violations by default, the paper
   uses no clipping there (m = inf). ``level2``: the exponential view model (`simrec.feed.Exponential`,
@@ -42,37 +44,36 @@ named, validated presets of `ScenarioConfig`, and small functions that build eve
 * **Truth** (`online`): the exact online reward per session and signal of a policy on a day,
   `simrec.feed.online_value` (exact for every policy here but the epsilon-greedy logger under the
   level-2 violations, a Monte Carlo mean with its standard error there).
-
-See /work/notes/scenarios.md for the API the studies use.
 """
 from __future__ import annotations
 
-import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import scipy.sparse as sp
 
 from simrec import feed, missing, models
-from simrec.runner import ConfigError, key_id, shared_key
+from simrec.runner import ConfigError, shared_key
 from simrec.world import World, WorldConfig, drift, make_world, quality_logit
 
 __all__ = [
-    "SIGNALS", "LEVELS", "VIEWS", "METHODS", "SignalConfig", "LevelConfig", "DriftConfig",
-    "RankerConfig", "ScenarioConfig", "PRESETS", "Platform", "Day", "platform", "platform_of",
-    "ranker", "noisy_oracle", "level_config", "day_factors", "day", "logging_policy", "target_policy",
-    "online", "logging_exposure", "TARGETS", "build",
+    "SIGNALS", "LEVELS", "VIEWS", "METHODS", "SLOTS", "SignalConfig", "LevelConfig", "DriftConfig",
+    "RankerConfig", "ScenarioConfig", "PRESETS", "Trained", "Popularity", "NoisyOracle", "Ranker",
+    "ranker_label", "parse_ranker", "Platform", "Day", "platforms", "platform", "scores",
+    "level_config", "day_factors", "day", "logging_policy", "target_policy", "online",
+    "logging_exposure",
 ]
 
 SIGNALS = ("like", "watch")              # explicit (rare), implicit (frequent)
 LEVELS = ("level1", "level2")
 VIEWS = ("scroll_budget", "exponential")
 METHODS = ("mf_auc", "mf_adg")
+SLOTS = ("r0", "rt")                     # the platform's trained models (`RankerConfig`)
 
 
 def _require(ok: bool, message: str) -> None:
@@ -88,10 +89,10 @@ def _is_int(value, low: int) -> bool:
 class SignalConfig:
     """q_s = sigmoid(slope_s · ℓ_d + shift_s + engagement · z_e(d)) per signal s (module docstring):
     ``like`` rare (a low shift), ``watch`` frequent (a flatter slope, a high shift)."""
-    like_slope: float = 1.0
-    like_shift: float = -7.0
-    watch_slope: float = 0.5
-    watch_shift: float = -1.5
+    like_slope: float = 1.0          # slope of the like quality in the day's quality logit
+    like_shift: float = -7.0         # shift of the like logit (low: likes are rare)
+    watch_slope: float = 0.5         # slope of the watch quality in the day's quality logit
+    watch_shift: float = -1.5        # shift of the watch logit (high: watches are frequent)
 
     def __post_init__(self):
         for name in ("like_slope", "like_shift", "watch_slope", "watch_shift"):
@@ -101,19 +102,17 @@ class SignalConfig:
 
 @dataclass(frozen=True)
 class LevelConfig:
-    """One feed level. view: "scroll_budget" (view_parameter = the power-law exponent a > 1) or
-    "exponential" (view_parameter = gamma in (0, 1)); candidates N = |G(x)| (top N of the retrieval
-    score); feed_length K <= N shown items; epsilon: the logging policy's exploration in [0, 1];
-    clip: the level's default IPS clipping m >= 1 (inf = none); cascade: probability that a
-    ``watch`` ends the session (0 = off, Asm. 2); satiation: beta in [0, 1] (0 = off, Asm. 3)."""
-    view: str = "scroll_budget"
+    """One feed level: its view model, candidate set, feed length, exploration, clipping and
+    assumption violations."""
+    view: str = "scroll_budget"      # view model: "scroll_budget" or "exponential"
+    #: view-model parameter: the scroll-budget exponent a > 1, or the exponential model's gamma in (0, 1)
     view_parameter: float = 1.3
-    candidates: int = 200
-    feed_length: int = 60
-    epsilon: float = 0.05
-    clip: float = math.inf
-    cascade: float = 0.0
-    satiation: float = 0.0
+    candidates: int = 200            # candidates N = |G(x)| (top N of the retrieval score)
+    feed_length: int = 60            # shown items K <= N
+    epsilon: float = 0.05            # the logging policy's exploration, in [0, 1]
+    clip: float = math.inf           # the level's default IPS clipping m >= 1 (inf = none)
+    cascade: float = 0.0             # probability that a watch ends the session (0 = off, Asm. 2)
+    satiation: float = 0.0           # satiation beta in [0, 1] (0 = off, Asm. 3)
 
     def __post_init__(self):
         _require(self.view in VIEWS, f"level.view must be one of {VIEWS}, got {self.view!r}")
@@ -137,13 +136,11 @@ class LevelConfig:
 
 @dataclass(frozen=True)
 class DriftConfig:
-    """Day-to-day drift (module docstring): session and engagement are the standard deviations of
-    the day's log session-length factor and logit shift; item_strength and user_strength those of
-    `simrec.world.drift`'s item-bias and user log-activity noise. All >= 0 (0 = no drift)."""
-    session: float = 0.25
-    engagement: float = 0.2
-    item_strength: float = 0.2
-    user_strength: float = 0.5
+    """Day-to-day drift (module docstring); every value >= 0 (0 = no drift)."""
+    session: float = 0.25            # sd of the day's log session-length factor
+    engagement: float = 0.2          # sd of the day's logit shift (engagement)
+    item_strength: float = 0.2       # sd of `simrec.world.drift`'s item-bias noise
+    user_strength: float = 0.5       # sd of `simrec.world.drift`'s user log-activity noise
 
     def __post_init__(self):
         for name in ("session", "engagement", "item_strength", "user_strength"):
@@ -154,20 +151,18 @@ class DriftConfig:
 
 @dataclass(frozen=True)
 class RankerConfig:
-    """The platform's models. observation_rate: SRS rate of O⁺ from P⁺; retrieval_dim: rank of the
-    truncated SVD that scores the candidate generator; r0_method / rt_method in `METHODS`, trained
-    with `simrec.models.train` (dim, adagrad(learning_rate), l2, batch_size) on about
-    r0_iterations / rt_iterations sampled (u, i⁺) pairs; the same initial parameters for both."""
-    observation_rate: float = 0.5
-    retrieval_dim: int = 16
-    dim: int = 32
-    learning_rate: float = 0.1
-    l2: float = 0.01
-    batch_size: int = 256
-    r0_method: str = "mf_auc"
-    r0_iterations: int = 100_000
-    rt_method: str = "mf_adg"
-    rt_iterations: int = 400_000
+    """The platform's models: O⁺, the candidate generator's SVD and the two trained slots r0 and
+    rt, fitted with `simrec.models.fit` (adagrad, the same initial parameters for both)."""
+    observation_rate: float = 0.5    # SRS rate of O⁺ from P⁺, in (0, 1]
+    retrieval_dim: int = 16          # rank of the truncated SVD that scores the candidate generator
+    dim: int = 32                    # latent dimension of the trained models
+    learning_rate: float = 0.1       # adagrad learning rate
+    l2: float = 0.01                 # L2 regularisation
+    batch_size: int = 256            # sampled (u, i⁺) pairs per step
+    r0_method: str = "mf_auc"        # model of slot r0 (the logger's ranker): mf_auc or mf_adg
+    r0_iterations: int = 100_000     # about this many sampled (u, i⁺) pairs train slot r0
+    rt_method: str = "mf_adg"        # model of slot rt (the target): mf_auc or mf_adg
+    rt_iterations: int = 400_000     # about this many sampled (u, i⁺) pairs train slot rt
 
     def __post_init__(self):
         _require(0 < self.observation_rate <= 1, f"rankers.observation_rate must be in (0, 1], "
@@ -186,23 +181,24 @@ class RankerConfig:
 
 @dataclass(frozen=True)
 class ScenarioConfig:
-    """A platform, its two feed levels, signals, drift and rankers, and the daily sample sizes:
-    log_sessions sessions in each offline log D₀ᵈ and ab_sessions per arm of each A/B test, per
-    level and day; online_samples: Monte Carlo rankings per context for the exact online value of
-    a stochastic policy under within-session violations (level 2's logger)."""
+    """A platform, its two feed levels, signals, drift and rankers, and the daily sample sizes."""
+    #: the simulated world (users x items)
     world: WorldConfig = field(default_factory=lambda: WorldConfig(
         n_users=2000, n_items=1000, dim=4, affinity_scale=3.5, popularity_exponent=0.3, offset=-6.0))
-    level1: LevelConfig = field(default_factory=LevelConfig)
+    level1: LevelConfig = field(default_factory=LevelConfig)      # feed level 1 (no violations)
+    #: feed level 2 (exponential view, cascade and satiation)
     level2: LevelConfig = field(default_factory=lambda: LevelConfig(
         view="exponential", view_parameter=0.9, candidates=200, feed_length=60, epsilon=0.01,
         clip=200.0, cascade=0.1, satiation=0.02))
-    signals: SignalConfig = field(default_factory=SignalConfig)
-    drift: DriftConfig = field(default_factory=DriftConfig)
-    rankers: RankerConfig = field(default_factory=RankerConfig)
-    log_sessions: int = 8192
-    ab_sessions: int = 8192
+    signals: SignalConfig = field(default_factory=SignalConfig)   # reward signals' qualities
+    drift: DriftConfig = field(default_factory=DriftConfig)       # day-to-day drift
+    rankers: RankerConfig = field(default_factory=RankerConfig)   # the platform's models
+    log_sessions: int = 8192         # sessions in each offline log D₀ᵈ, per level and day
+    ab_sessions: int = 8192          # sessions per arm of each A/B test, per level and day
+    #: Monte Carlo rankings per context for the online value of a stochastic policy under
+    #: within-session violations (level 2's logger)
     online_samples: int = 4
-    days: int = 7
+    days: int = 7                    # days of one experiment
 
     def __post_init__(self):
         _require(isinstance(self.world, WorldConfig), "scenario.world must be a WorldConfig")
@@ -216,7 +212,7 @@ class ScenarioConfig:
                      f"scenario.{name}.candidates = {level.candidates} exceeds the catalogue "
                      f"(world.n_items = {self.world.n_items})")
         _require(self.rankers.retrieval_dim < min(self.world.n_users, self.world.n_items),
-                 f"scenario.rankers.retrieval_dim must be < min(world.n_users, world.n_items)")
+                 "scenario.rankers.retrieval_dim must be < min(world.n_users, world.n_items)")
 
 
 PRESETS = {
@@ -242,116 +238,159 @@ PRESETS = {
 }
 
 
-# ---- platform: world, observed feedback, G and the rankers ----------------------------------
+# ---- rankers: typed values ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Trained:
+    """A factorisation model trained on O⁺: slot "r0" or "rt" of `RankerConfig`."""
+    slot: str = "r0"                 # trained slot: r0 or rt (RankerConfig's r0_* / rt_* fields)
+
+    def __post_init__(self):
+        _require(self.slot in SLOTS, f"Trained.slot must be one of {SLOTS}, got {self.slot!r}")
+
+
+@dataclass(frozen=True)
+class Popularity:
+    """Item counts in O⁺, the same ranking for every user."""
+
+
+@dataclass(frozen=True)
+class NoisyOracle:
+    """A noisy oracle of controlled quality: the base world's true quality logit + scale · N(0, 1)
+    per (user, item), noise from fold_in(the platform's noise key, draw); draws are exchangeable
+    copies of one scale, scale 0 the exact oracle."""
+    scale: float = 0.0               # noise standard deviation, finite and >= 0
+    draw: int = 0                    # index of the independent noise draw, >= 0
+
+    def __post_init__(self):
+        _require(not isinstance(self.scale, bool) and isinstance(self.scale, (int, float))
+                 and math.isfinite(self.scale) and self.scale >= 0,
+                 f"NoisyOracle.scale must be a finite number >= 0, got {self.scale!r}")
+        _require(_is_int(self.draw, 0), f"NoisyOracle.draw must be an integer >= 0, got {self.draw!r}")
+        object.__setattr__(self, "scale", float(self.scale))
+        object.__setattr__(self, "draw", int(self.draw))
+
+
+Ranker = Trained | Popularity | NoisyOracle
+
+
+def ranker_label(ranker: Ranker) -> str:
+    """The ranker's name in tables: "r0", "rt", "popularity", "oracle@SCALE" ("oracle@SCALE#DRAW"
+    for draw > 0); `parse_ranker` reads it back."""
+    if isinstance(ranker, Trained):
+        return ranker.slot
+    if isinstance(ranker, Popularity):
+        return "popularity"
+    if isinstance(ranker, NoisyOracle):
+        return f"oracle@{ranker.scale:g}" + (f"#{ranker.draw}" if ranker.draw else "")
+    raise ConfigError(f"a ranker must be Trained, Popularity or NoisyOracle, got {ranker!r}")
+
+
+def parse_ranker(text: str, name: str = "ranker") -> Ranker:
+    """A ranker from its label (`ranker_label`): "r0", "rt", "popularity", "oracle@SCALE" or
+    "oracle@SCALE#DRAW" (for config overrides on the command line). `name`: the config field, for
+    the error message."""
+    text = text.strip()
+    if text in SLOTS:
+        return Trained(text)
+    if text == "popularity":
+        return Popularity()
+    scale, _, draw = text.removeprefix("oracle@").partition("#")
+    try:
+        if text.startswith("oracle@"):
+            return NoisyOracle(float(scale), int(draw) if draw else 0)
+    except (ValueError, ConfigError):
+        pass
+    raise ConfigError(f"{name}: cannot read ranker {text!r}; write 'r0', 'rt', 'popularity', "
+                      f"'oracle@SCALE' or 'oracle@SCALE#DRAW' (SCALE >= 0, DRAW >= 0)")
+
+
+# ---- platform: world, observed feedback, G and the trained models ------------------------------
 
 @dataclass(frozen=True, eq=False)
 class Platform:
-    """World, observed positives O⁺ (bool CSR [U, A]), the candidate generator's retrieval scores
-    and its fixed candidate sets per level ({level: `feed.FixedCandidates` i32[U, N]}, the top N
-    of the retrieval scores), the trained rankers' scores (`feed.ItemFn` over [U, A]), and the
-    replication's drift and oracle-noise keys."""
+    """One replication's platform: the world, observed positives O⁺ (bool CSR [U, A]), the
+    candidate generator's fixed candidate sets per level ({level: `feed.FixedCandidates`
+    i32[U, N]}, the top N of the retrieval scores), the fitted models of the trained slots
+    ({slot: `simrec.models.Model`}), and the replication's drift and oracle-noise keys. Arrays and keys
+    only, so it pickles (the runner caches a study's setup on disk); `scores` builds the rankers."""
     config: ScenarioConfig
     world: World
     observed: sp.csr_matrix
-    retrieval: feed.ItemFn
     candidates: dict
     trained: dict
     drift_key: jax.Array
     noise_key: jax.Array
 
 
-def _root(root_id: tuple) -> jax.Array:
-    return jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
-
-
-def _scores_table(params) -> np.ndarray:
-    n_users = params.user.shape[0]
-    return np.concatenate([np.asarray(models.scores(params, np.arange(s, min(s + 1024, n_users))))
+def _scores_table(model: models.Model) -> np.ndarray:
+    """f32[U, A] scores of a fitted model for every user (`simrec.models.score`, in user blocks)."""
+    n_users = model.params.user.shape[0]
+    return np.concatenate([np.asarray(models.score(model, np.arange(s, min(s + 1024, n_users))))
                            for s in range(0, n_users, 1024)])
 
 
-def _train(key, method: str, iterations: int, observed, rankers: RankerConfig):
-    spec = models.OptADG(dim=rankers.dim) if method == "mf_adg" else models.MFAUC(dim=rankers.dim)
-    return models.train(key, spec, observed, epochs=-(-iterations // observed.nnz),
-                        batch_size=rankers.batch_size, optimizer=_optimizer(rankers.learning_rate),
-                        l2=rankers.l2)
+def _spec(method: str, rankers: RankerConfig) -> models.MFSpec:
+    """The model spec of a trained slot: `method` (`METHODS`: the scenarios' one string dispatch)
+    with the slots' shared dim, adagrad(learning_rate), l2 and batch size."""
+    objective = models.OptADG(dim=rankers.dim) if method == "mf_adg" else models.MFAUC(dim=rankers.dim)
+    return models.MFSpec(objective, l2=rankers.l2, learning_rate=rankers.learning_rate, optimizer="adagrad",
+                         batch_size=rankers.batch_size)
 
 
-@functools.lru_cache(maxsize=None)
-def _optimizer(learning_rate: float) -> optax.GradientTransformation:
-    """One optax object per rate, so the compiled training epoch is reused."""
-    return optax.adagrad(learning_rate)
-
-
-@functools.lru_cache(maxsize=4)
-def platform_of(root_id: tuple, config: ScenarioConfig, replication: int) -> Platform:
-    """The platform of `replication` in the run with root key id `root_id` (memoised)."""
-    root = _root(root_id)
-    name = f"platform:{replication}"
-    world = make_world(shared_key(root, f"{name}:world"), config.world)
-    prior = missing.prior_relevant(shared_key(root, f"{name}:prior"), world)
-    observed = missing.observe_srs(shared_key(root, f"{name}:observe"), prior,
-                                   config.rankers.observation_rate)
-    retrieval = feed.from_table(_scores_table(models.svd(observed, config.rankers.retrieval_dim)))
-    init = shared_key(root, f"{name}:init")             # same initial parameters for R0 and Rt
+def platforms(root: jax.Array, config: ScenarioConfig, replications: Sequence[int],
+              rankers: Sequence[Ranker] = (Trained("r0"), Trained("rt"))) -> tuple[Platform, ...]:
+    """The platforms of `replications` in the run with root key `root`, training the slots that
+    `rankers` use. Replication r draws from shared_key(root, f"platform:{r}:...") (world, prior,
+    observe, init, drift, noise), so a platform does not depend on the others or on `rankers`.
+    The expensive step of a study's setup (training the models)."""
+    slots = [slot for slot in SLOTS if Trained(slot) in rankers]
     r = config.rankers
-    trained = {"r0": feed.from_table(_scores_table(_train(init, r.r0_method, r.r0_iterations, observed, r))),
-               "rt": feed.from_table(_scores_table(_train(init, r.rt_method, r.rt_iterations, observed, r))),
-               "popularity": feed.from_table(_scores_table(models.popularity(observed)))}
-    candidates = {level: feed.top_k_candidates(retrieval, level_config(config, level).candidates, world.n_users)
-                  for level in LEVELS}
-    return Platform(config=config, world=world, observed=observed, retrieval=retrieval,
-                    candidates=candidates, trained=trained,
-                    drift_key=shared_key(root, f"{name}:drift"), noise_key=shared_key(root, f"{name}:noise"))
+    out = []
+    for replication in replications:
+        if not _is_int(replication, 0):
+            raise ValueError(f"replications must be integers >= 0, got {replication!r}")
+        name = f"platform:{replication}"
+        world = make_world(shared_key(root, f"{name}:world"), config.world)
+        prior = missing.prior_relevant(shared_key(root, f"{name}:prior"), world)
+        observed = missing.observe_srs(shared_key(root, f"{name}:observe"), prior, r.observation_rate)
+        retrieval = feed.from_table(_scores_table(models.fit(None, models.SVDSpec(r.retrieval_dim), observed)))
+        init = shared_key(root, f"{name}:init")             # same initial parameters for r0 and rt
+        methods = {"r0": (r.r0_method, r.r0_iterations), "rt": (r.rt_method, r.rt_iterations)}
+        trained = {slot: models.fit(init, _spec(methods[slot][0], r), observed, pairs=methods[slot][1])
+                   for slot in slots}
+        candidates = {level: feed.top_k_candidates(retrieval, level_config(config, level).candidates,
+                                                   world.n_users) for level in LEVELS}
+        out.append(Platform(config=config, world=world, observed=observed, candidates=candidates,
+                            trained=trained, drift_key=shared_key(root, f"{name}:drift"),
+                            noise_key=shared_key(root, f"{name}:noise")))
+    return tuple(out)
 
 
-def platform(root: jax.Array, config: ScenarioConfig, replication: int = 0) -> Platform:
-    """The platform (world, O⁺, G, trained rankers) of `replication` in the run with root key
-    `root`: keys shared_key(root, f"platform:{replication}:...")."""
-    if not _is_int(replication, 0):
-        raise ValueError(f"replication must be an integer >= 0, got {replication!r}")
-    return platform_of(key_id(root), config, int(replication))
+def platform(root: jax.Array, config: ScenarioConfig, replication: int = 0,
+             rankers: Sequence[Ranker] = (Trained("r0"), Trained("rt"))) -> Platform:
+    """The platform of one replication (`platforms`)."""
+    return platforms(root, config, (replication,), rankers)[0]
 
 
-def _parse_oracle(name: str) -> tuple[float, int]:
-    """"oracle" -> (0, 0); "oracle@s" -> (s, 0); "oracle@s#j" -> (s, j)."""
-    spec = name[len("oracle"):]
-    scale, _, draw = spec.lstrip("@").partition("#")
-    try:
-        values = (float(scale) if scale else 0.0, int(draw) if draw else 0)
-    except ValueError:
-        values = (math.nan, -1)
-    if not (spec == "" or spec.startswith("@")) or not (math.isfinite(values[0]) and values[0] >= 0) \
-            or values[1] < 0:
-        raise ValueError(f"ranker {name!r}: write a noisy oracle as 'oracle', 'oracle@SCALE' or "
-                         f"'oracle@SCALE#DRAW' (SCALE >= 0, DRAW >= 0)")
-    return values
-
-
-@functools.lru_cache(maxsize=16)
-def _oracle(platform_: Platform, scale: float, draw: int) -> feed.ItemFn:
-    world = platform_.world
-    users = jnp.arange(world.n_users)
-    noise = jax.random.normal(jax.random.fold_in(platform_.noise_key, draw), (world.n_users, world.n_items))
-    return feed.from_table(np.asarray(quality_logit(world, users) + scale * noise, np.float32))
-
-
-def noisy_oracle(platform_: Platform, scale: float, draw: int = 0) -> feed.ItemFn:
-    """A noisy oracle of controlled quality: the base world's true logit + scale · N(0, 1) noise
-    per (user, item), from fold_in(noise key, draw) (draws are exchangeable copies).  f32[U, A]."""
-    return ranker(platform_, f"oracle@{float(scale)!r}#{int(draw)}")
-
-
-def ranker(platform_: Platform, name: str) -> feed.ItemFn:
-    """Scores f32[U, A] (as an `ItemFn`) of a named ranker: "r0", "rt" (trained on O⁺),
-    "popularity" (item counts in O⁺), or a noisy oracle "oracle", "oracle@SCALE",
-    "oracle@SCALE#DRAW" (true logit of the base world + SCALE · N(0, 1) noise, draw DRAW;
-    memoised)."""
-    if name in platform_.trained:
-        return platform_.trained[name]
-    if name.startswith("oracle"):
-        return _oracle(platform_, *_parse_oracle(name))
-    raise ValueError(f"unknown ranker {name!r}; use 'r0', 'rt', 'popularity' or 'oracle@SCALE[#DRAW]'")
+def scores(platform_: Platform, ranker: Ranker) -> feed.ItemFn:
+    """Scores f32[U, A] (as an `ItemFn`) of a ranker on the platform: a trained slot's model, the
+    item counts in O⁺ (`Popularity`), or a noisy oracle (true logit of the base world + scale ·
+    N(0, 1) noise from fold_in(noise key, draw))."""
+    if isinstance(ranker, Trained):
+        if ranker.slot not in platform_.trained:
+            raise ValueError(f"slot {ranker.slot!r} was not trained on this platform; pass "
+                             f"Trained({ranker.slot!r}) among the rankers of `platforms`")
+        return feed.from_table(_scores_table(platform_.trained[ranker.slot]))
+    if isinstance(ranker, Popularity):
+        return feed.from_table(_scores_table(models.fit(None, models.PopularitySpec(), platform_.observed)))
+    if isinstance(ranker, NoisyOracle):
+        world = platform_.world
+        noise = jax.random.normal(jax.random.fold_in(platform_.noise_key, ranker.draw),
+                                  (world.n_users, world.n_items))
+        logit = quality_logit(world, jnp.arange(world.n_users))
+        return feed.from_table(np.asarray(logit + ranker.scale * noise, np.float32))
+    raise ValueError(f"ranker must be Trained, Popularity or NoisyOracle, got {ranker!r}")
 
 
 # ---- levels, policies, days ----------------------------------------------------------------
@@ -362,18 +401,18 @@ def level_config(config: ScenarioConfig, level: str) -> LevelConfig:
     return getattr(config, level)
 
 
-def logging_policy(platform_: Platform, level: str, name: str = "r0") -> feed.Policy:
-    """R₀ of a level: epsilon-greedy (the level's epsilon) around Sort(ranker `name`) on the fixed
-    G, showing the first K candidates."""
+def logging_policy(platform_: Platform, level: str, ranker: feed.ItemFn) -> feed.Policy:
+    """R₀ of a level: epsilon-greedy (the level's epsilon) around Sort(ranker scores, `scores`) on
+    the fixed G, showing the first K candidates."""
     lv = level_config(platform_.config, level)
-    ranker_ = feed.EpsilonGreedy(feed.Sort(ranker(platform_, name)), jnp.float32(lv.epsilon))
+    ranker_ = feed.EpsilonGreedy(feed.Sort(ranker), jnp.float32(lv.epsilon))
     return feed.Policy(platform_.candidates[level], ranker_, lv.feed_length)
 
 
-def target_policy(platform_: Platform, level: str, name: str = "rt") -> feed.Policy:
-    """A deterministic target of a level: Sort(ranker `name`) on the same fixed G and K."""
+def target_policy(platform_: Platform, level: str, ranker: feed.ItemFn) -> feed.Policy:
+    """A deterministic target of a level: Sort(ranker scores, `scores`) on the same fixed G and K."""
     lv = level_config(platform_.config, level)
-    return feed.Policy(platform_.candidates[level], feed.Sort(ranker(platform_, name)), lv.feed_length)
+    return feed.Policy(platform_.candidates[level], feed.Sort(ranker), lv.feed_length)
 
 
 class Day(NamedTuple):
@@ -440,20 +479,3 @@ def online(key: jax.Array | None, platform_: Platform, scenario: feed.Scenario,
                              block_size=platform_.config.world.n_users)
 
 
-#: target rankers and their intended effect against the logger R₀ = epsilon-greedy("r0") at both
-#: levels (measured with `online` on the default platform, day 0: relative change like / watch,
-#: level 1 and level 2): rt +14 %/+6 % and +15 %/+6 %; oracle@2 +32 %/+9 % and +33 %/+8 %;
-#: oracle@1 +53 %/+21 % and +55 %/+19 %; oracle@4 -6 %/-7 % and -10 %/-11 %; oracle@8 -36 %/-19 %
-#: and -47 %/-27 %; popularity -1 %/-7 % and -14 %/-19 %; r0 (its own Sort, no exploration)
-#: +1 %/+1 % — a near-A/A. Verify per platform and day: `online` gives the exact difference.
-TARGETS = {"rt": "improving", "oracle@2": "improving", "oracle@1": "improving",
-           "oracle@4": "harmful", "oracle@8": "harmful", "popularity": "harmful", "r0": "near-A/A"}
-
-
-def build(root: jax.Array, config: ScenarioConfig, level: str, d: int, replication: int = 0,
-          targets=tuple(TARGETS)) -> tuple[feed.Scenario, feed.Policy, dict]:
-    """Everything a feed study needs for one level on one day: (the day's `feed.Scenario`, the
-    logging policy R₀, {name: deterministic target policy} for the ranker names `targets`)."""
-    platform_ = platform(root, config, replication)
-    return (day(platform_, level, d).scenario, logging_policy(platform_, level),
-            {name: target_policy(platform_, level, name) for name in targets})

@@ -2,14 +2,14 @@
 at which clipping m? (Jeunen, Potapov & Ustimenko, KDD'24 §6.2, Fig. 1, extended)
 
 A *setting* is (feed level, reward signal, target ranker R_t, day) on the platform of
-`studies.scenarios`. On day d the logging policy R₀ (epsilon-greedy around a trained ranker) logs
+`simrec_studies.scenarios`. On day d the logging policy R₀ (epsilon-greedy around a trained ranker) logs
 D₀ᵈ (`feed.simulate`), and every target is scored on that log with per-trajectory differences
 
     Δ_τ(m) = f_τ(R_t; m) − f_τ(R₀; m),   f = clipped-IPS DCG (`ope.trajectory_dcg`) or nDCG
     (`ope.trajectory_ndcg`, one iDCG per session shared by both rankers),
 
 for the whole grid of clipping values m in one vectorised pass, with a normal CI of the mean at
-`level` (99 %) and the one-sided p-value of H₀: E[Δ] <= 0 (`stats.mean_ci`, `stats.one_sided_p`).
+`confidence` (99 %) and the one-sided p-value of H₀: E[Δ] <= 0 (`stats.mean_ci`, `stats.one_sided_p`).
 Independently, the simulator gives the truth: the exact online difference V(R_t) − V(R₀)
 (`feed.online_value`) and a simulated A/B test of R₀ against the improving targets
 (`feed.ab_test`, independent sessions per arm).
@@ -23,9 +23,9 @@ Kinds of settings:
 * A/A on independent logs — every target against itself, estimated on D₀ᵈ and on a second,
   independent log of R₀ from the same day (`independent_aa`): the same estimand twice, so a CI of
   the difference strictly above 0 is a false positive of the normal interval under the heavy
-  importance weights (nominal rate (1 − level)/2), as a function of m.
+  importance weights (nominal rate (1 − confidence)/2), as a function of m.
 
-For each metric and m (`stats.sensitivity_from_moments` on the cached per-setting means and SEs):
+For each metric and m (`stats.sensitivity_from_moments` on the per-setting means and SEs):
 TPR = share of improving settings whose CI is strictly positive, mean one-sided p, sign
 agreement; FPR = the same share on both kinds of A/A and on harmful settings; and bias and RMSE
 (`stats.bias_rmse`) of the estimated relative lift Δ̄ / f̄(R₀) against the exact online lift
@@ -34,30 +34,29 @@ the exact online difference (DCG estimates expected feedback per session; nDCG d
 *why* nDCG behaves as it does, each difference is also split into the part from the sessions
 whose ideal DCG is in the top 10 % (those holding a click with a large weight 1/ε₀) and the rest.
 
-Cells: ``truth`` per (level, day) — online values and A/B tests — and ``offline`` per
-(level, day, m). The grid `m` is a report field (`runner.Study.report_fields`): it only chooses
-which offline cells exist, so runs and sweeps over m share cached cells, and a process computes
-all of its m for a (level, day) in one pass (memoised) whichever m cell asks first.
+Setup: the platform (`scenarios.platform`: world and trained rankers, cached on disk). Cells:
+``truth`` per (level, day) — online values and A/B tests — and ``offline`` per (level, day),
+which scores its grid of m (`offline_grid`: the standard grid `M_GRID` plus any other m of the
+config) in one vectorised pass. The config's m is a report field (`runner.Study.report_fields`):
+it only chooses the offline cells' grid and the m the report shows, so runs and sweeps over m
+within `M_GRID` share cached cells. Records (`COLUMNS`): one number per row, addressed by
+(part, level, day, m, signal, target, metric, statistic); see `compute`.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
 
 import jax
-import jax.numpy as jnp
-import matplotlib
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
 from simrec import feed, ope, stats
-from simrec.runner import Report, Study, cell_key, key_id
-from studies import scenarios
-
-matplotlib.use("Agg")
+from simrec.runner import ConfigError, Report, Study, cell_key
+from simrec_studies import scenarios
+from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 
 M_GRID = tuple(float(2 ** i) for i in range(13)) + (math.inf,)      # 1, 2, 4, ..., 4096, ∞
 #: the scenarios' default platform, with A/B arms large enough to verify a +6 % change at p < 0.001
@@ -67,58 +66,86 @@ AA = "R0 (A/A)"
 AA_LOGS = " (A/A, 2 logs)"     # suffix of a target compared with itself on two independent logs
 NULL_KINDS = ("aa", "aa_logs", "harmful")          # settings where a CI above 0 is a false positive
 TOP = 0.9                      # sessions with iDCG_τ above this quantile form the "top 10 %"
+#: a ranker in a config: a typed value, or its label (`scenarios.parse_ranker`, for --set)
+RankerSpec = str | Trained | Popularity | NoisyOracle
+#: the record schema. part: "truth" (statistic exact, exact_se, ab_mean or ab_se of a policy's
+#: online value; m NaN, metric ""), "paired" (the difference of a target against R₀ on D₀ᵈ:
+#: statistic mean, se, low, high, p, top, rest, and the target's own value and value_se; target
+#: "R0" holds R₀'s own value), "two logs" (a target against itself on two independent logs:
+#: mean, se, low, high, p) or "log" (statistic lost: a target's lost exposure, max_weight: max
+#: 1/ε₀ of D₀ᵈ; m NaN). target: a ranker label (`scenarios.ranker_label`), "R0" or `AA`.
+COLUMNS = {"part": str, "level": str, "day": int, "m": float, "signal": str, "target": str, "metric": str,
+           "statistic": str, "value": float}
+
+
+def _rankers(values, name: str) -> tuple:
+    """A tuple of typed rankers from typed values or labels (`scenarios.parse_ranker`)."""
+    if isinstance(values, (str, Trained, Popularity, NoisyOracle)):
+        values = (values,)
+    return tuple(scenarios.parse_ranker(v, name) if isinstance(v, str) else v for v in values)
 
 
 @dataclass(frozen=True)
 class SensitivityConfig:
-    """scenario: platform, feed levels, drift, days and sample sizes (`studies.scenarios`: each of
-    scenario.days days of each level logs scenario.log_sessions sessions of R₀ and A/B-tests R₀
-    against the improving targets with scenario.ab_sessions per arm); levels: feed levels scored;
-    logger: the ranker of R₀ (epsilon-greedy around it, `scenarios.logging_policy`); improving,
-    harmful: rankers of deterministic targets intended to beat / lose to R₀ (`scenarios.ranker`
-    names: "rt", noisy oracles "oracle@SCALE", "popularity"); m: clipping grid (inf allowed; a
-    report field); level: confidence level of the offline CIs; ab_alpha: the A/B p-value an
-    improvement needs; view: exposures under the day's true view model ("true") or the position
-    model learnt from the log's depths ("pbm", `feed.fit_view_model`, the paper's); zero_ideal:
-    nDCG of sessions with no positive label ("zero", or "skip" to drop them from the nDCG mean)."""
+    """The sensitivity study's settings (module docstring)."""
+    #: platform, feed levels, drift, days and sample sizes (`simrec_studies.scenarios`): each of
+    #: scenario.days days of each level logs scenario.log_sessions sessions of R₀ and A/B-tests R₀
+    #: against the improving targets with scenario.ab_sessions sessions per arm
     scenario: scenarios.ScenarioConfig = field(default_factory=lambda: AB_POWERED)
-    levels: tuple[str, ...] = scenarios.LEVELS
-    logger: str = "r0"
-    improving: tuple[str, ...] = ("rt", "oracle@2", "oracle@1")
-    harmful: tuple[str, ...] = ("oracle@4", "oracle@8", "popularity")
-    m: tuple[float, ...] = M_GRID
-    level: float = 0.99
-    ab_alpha: float = 0.001
+    levels: tuple[str, ...] = scenarios.LEVELS       # feed levels scored
+    #: the ranker of R₀ (epsilon-greedy around it, `scenarios.logging_policy`)
+    logger: scenarios.Ranker = field(default_factory=lambda: Trained("r0"))
+    #: rankers of deterministic targets intended to beat R₀ (`scenarios.Ranker` values; on the
+    #: command line their labels, e.g. --set improving=rt,oracle@2,oracle@2#1,popularity)
+    improving: tuple[RankerSpec, ...] = (Trained("rt"), NoisyOracle(2.0), NoisyOracle(1.0))
+    #: rankers of deterministic targets intended to lose to R₀ (as improving)
+    harmful: tuple[RankerSpec, ...] = (NoisyOracle(4.0), NoisyOracle(8.0), Popularity())
+    m: tuple[float, ...] = M_GRID                    # clipping grid shown (inf allowed; a report field)
+    confidence: float = 0.99                         # confidence level of the offline CIs
+    ab_alpha: float = 0.001                          # the A/B p-value an improvement needs
+    #: exposures under the day's true view model ("true") or the position model learnt from the
+    #: log's depths ("pbm", `feed.fit_view_model`, the paper's)
     view: str = "pbm"
+    #: nDCG of sessions with no positive label: "zero", or "skip" to drop them from the nDCG mean
     zero_ideal: str = "zero"
 
     def __post_init__(self):
+        object.__setattr__(self, "improving", _rankers(self.improving, "improving"))
+        object.__setattr__(self, "harmful", _rankers(self.harmful, "harmful"))
+        if not isinstance(self.logger, (Trained, Popularity, NoisyOracle)):
+            raise ConfigError(f"logger must be a ranker such as Trained('r0'), got {self.logger!r}")
         if not self.levels or len(set(self.levels)) != len(self.levels) or \
                 not set(self.levels) <= set(scenarios.LEVELS):
-            raise ValueError(f"levels must be distinct names from {scenarios.LEVELS}, got {self.levels}")
+            raise ConfigError(f"levels must be distinct names from {scenarios.LEVELS}, got {self.levels}")
         if not self.improving:
-            raise ValueError("improving must name at least one target ranker, e.g. ('rt', 'oracle@2')")
-        names = (self.logger,) + self.improving + self.harmful
+            raise ConfigError("improving must name at least one target ranker, e.g. (Trained('rt'),)")
+        names = [scenarios.ranker_label(r) for r in (self.logger,) + self.improving + self.harmful]
         if len(set(names)) != len(names):
-            raise ValueError(f"logger, improving and harmful must name distinct rankers, got {names}")
+            raise ConfigError(f"logger, improving and harmful must be distinct rankers, got {names}")
         if not self.m or any(math.isnan(v) or v < 1 for v in self.m) or len(set(self.m)) != len(self.m):
-            raise ValueError(f"m must be distinct clipping values >= 1 (inf allowed), got {self.m}")
-        for name in ("level", "ab_alpha"):
+            raise ConfigError(f"m must be distinct clipping values >= 1 (inf allowed), got {self.m}")
+        for name in ("confidence", "ab_alpha"):
             if not 0 < getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")
         if self.view not in ("true", "pbm"):
-            raise ValueError(f"view must be 'true' or 'pbm', got {self.view!r}")
+            raise ConfigError(f"view must be 'true' or 'pbm', got {self.view!r}")
         if self.zero_ideal not in ("zero", "skip"):
-            raise ValueError(f"zero_ideal must be 'zero' or 'skip', got {self.zero_ideal!r}")
+            raise ConfigError(f"zero_ideal must be 'zero' or 'skip', got {self.zero_ideal!r}")
 
     @property
-    def targets(self) -> tuple[str, ...]:
+    def targets(self) -> tuple:
         return self.improving + self.harmful
 
 
+# The default targets' effect against R₀ = epsilon-greedy(r0), measured with `scenarios.online` on
+# the default platform, day 0 (relative change of like / watch on level 1, then level 2): rt +14 %
+# / +6 % and +15 % / +6 %; oracle@2 +32 % / +9 % and +33 % / +8 %; oracle@1 +53 % / +21 % and +55 %
+# / +19 %; oracle@4 -6 % / -7 % and -10 % / -11 %; oracle@8 -36 % / -19 % and -47 % / -27 %;
+# popularity -1 % / -7 % and -14 % / -19 %. Every run verifies each setting with the exact values.
 PRESETS = {
     "smoke": SensitivityConfig(scenario=dataclasses.replace(scenarios.PRESETS["smoke"], days=2),
-                               improving=("rt", "oracle@1"), harmful=("oracle@8",), m=(1.0, 4.0, 64.0, math.inf)),
+                               improving=(Trained("rt"), NoisyOracle(1.0)), harmful=(NoisyOracle(8.0),),
+                               m=(1.0, 4.0, 64.0, math.inf)),
     "default": SensitivityConfig(),
     "paper": SensitivityConfig(scenario=scenarios.PRESETS["paper"]),
 }
@@ -126,7 +153,24 @@ PRESETS = {
 
 # ---- per-setting computations (pure functions of a scenario, a log and policies) ------------------
 
-def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, level: float = 0.99,
+def _logged_exposures(log: feed.Log, policies: dict, view):
+    """(ε of each policy's logged items {name: f32[N, K]} (`ope.logged_exposures`), its exposure
+    tables over the log's distinct contexts {name: f32[B, A]}, each session's row i64[N] in them)."""
+    contexts, position = np.unique(np.asarray(log.users), return_inverse=True)
+    tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
+    return ({name: ope.logged_exposures(log, table, contexts) for name, table in tables.items()}, tables,
+            position)
+
+
+def _per_trajectory(rewards, logging_exposure, exposure, viewed, discount, m, idcg, zero_ideal: str) -> dict:
+    """f_τ(m) of one policy on the log: {"dcg", "ndcg": f64[M, N]}."""
+    dcg = ope.trajectory_dcg(rewards, logging_exposure, exposure, viewed, m)
+    ndcg = ope.trajectory_ndcg(rewards, logging_exposure, exposure, viewed, discount, m, zero_ideal=zero_ideal,
+                               idcg=idcg)
+    return {"dcg": np.asarray(dcg, np.float64), "ndcg": np.asarray(ndcg, np.float64)}
+
+
+def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, confidence: float = 0.99,
                         zero_ideal: str = "zero") -> dict:
     """Per-trajectory differences Δ_τ(m) = f_τ(R_t) − f_τ(R₀) of every target on R₀'s log, for
     f = DCG and nDCG and every m at once, summarised per signal and target.
@@ -141,14 +185,10 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
     exposure per session on items R₀ never exposes (Asm. 5); "max_weight": max 1/ε₀ over viewed items.
     """
     m = np.asarray(m, np.float64)
-    contexts, position = np.unique(np.asarray(log.users), return_inverse=True)
-    rows = jnp.asarray(position, jnp.int32)
-    logging_table = feed.exposure(None, logger, view, contexts).mean
-    logging_exposure = feed.exposure_of(logging_table, rows, log.items)
-    target_tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in targets.items()}
-    lost = {name: float(np.mean(np.asarray(ope.support_loss(logging_table, table))[position]))
-            for name, table in target_tables.items()}
-    target_exposures = {name: feed.exposure_of(table, rows, log.items) for name, table in target_tables.items()}
+    exposures, tables, position = _logged_exposures(log, {"R0": logger, **targets}, view)
+    logging_exposure = exposures.pop("R0")
+    lost = {name: float(np.mean(np.asarray(ope.support_loss(tables["R0"], tables[name]))[position]))
+            for name in targets}
     discount = feed.view_probability(view, logger.feed_length)
     viewed_exposure = np.asarray(logging_exposure)[np.asarray(log.viewed)]
     out = {"lost": lost, "max_weight": float(1.0 / viewed_exposure.min()) if viewed_exposure.size else 1.0}
@@ -157,21 +197,16 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
         idcg = ope.ideal_dcg(rewards, logging_exposure, log.viewed, discount, m)
         ideal = np.asarray(idcg, np.float64)
         top = ideal > np.quantile(ideal, TOP, axis=1, keepdims=True)                      # bool[M, N]
-
-        def per_trajectory(exposure):
-            dcg = ope.trajectory_dcg(rewards, logging_exposure, exposure, log.viewed, m)
-            ndcg = ope.trajectory_ndcg(rewards, logging_exposure, exposure, log.viewed, discount, m,
-                                       zero_ideal=zero_ideal, idcg=idcg)
-            return {"dcg": np.asarray(dcg, np.float64), "ndcg": np.asarray(ndcg, np.float64)}
-
-        base = per_trajectory(logging_exposure)
+        base = _per_trajectory(rewards, logging_exposure, logging_exposure, log.viewed, discount, m, idcg,
+                               zero_ideal)
         by_target = {"R0": {metric: np.nanmean(values, axis=1) for metric, values in base.items()}}
-        for name, exposure in target_exposures.items():
+        for name, exposure in exposures.items():
             summary = {}
-            for metric, values in per_trajectory(exposure).items():
+            for metric, values in _per_trajectory(rewards, logging_exposure, exposure, log.viewed, discount, m,
+                                                  idcg, zero_ideal).items():
                 delta = values - base[metric]                                                 # f64[M, N]
-                mean, low, high, se = stats.mean_ci(delta, level, nan_policy="omit")
-                value, _, _, value_se = stats.mean_ci(values, level, nan_policy="omit")
+                mean, low, high, se = stats.mean_ci(delta, confidence, nan_policy="omit")
+                value, _, _, value_se = stats.mean_ci(values, confidence, nan_policy="omit")
                 used = np.where(np.isnan(delta), 0.0, delta)
                 count = np.sum(~np.isnan(delta), axis=1)
                 summary[metric] = {"mean": mean, "se": se, "low": low, "high": high,
@@ -184,16 +219,39 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
     return out
 
 
-def independent_aa(first: dict, second: dict, level: float = 0.99) -> dict:
-    """A/A on independent logs: every target of two `offline_differences` results (the same policies
-    scored on two independent logs of R₀) against itself,
+def target_values(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, confidence: float = 0.99,
+                  zero_ideal: str = "zero") -> dict:
+    """Each target's own estimate on R₀'s log and its standard error, no differences (what
+    `independent_aa` needs of the second log): {signal: {name: {metric: {"value", "value_se":
+    f64[M]}}}}, equal to those entries of `offline_differences`."""
+    m = np.asarray(m, np.float64)
+    exposures, _, _ = _logged_exposures(log, {"R0": logger, **targets}, view)
+    logging_exposure = exposures.pop("R0")
+    discount = feed.view_probability(view, logger.feed_length)
+    out = {}
+    for s, signal in enumerate(log.signals):
+        rewards = log.rewards[s]
+        idcg = ope.ideal_dcg(rewards, logging_exposure, log.viewed, discount, m)
+        out[signal] = {}
+        for name, exposure in exposures.items():
+            out[signal][name] = {}
+            for metric, values in _per_trajectory(rewards, logging_exposure, exposure, log.viewed, discount, m,
+                                                  idcg, zero_ideal).items():
+                value, _, _, value_se = stats.mean_ci(values, confidence, nan_policy="omit")
+                out[signal][name][metric] = {"value": value, "value_se": value_se}
+    return out
 
-        Δ = f̄_{D'}(R_t) − f̄_D(R_t),   se = sqrt(se_D² + se_{D'}²),   CI = Δ ± Φ⁻¹((1 + level)/2)·se,
+
+def independent_aa(first: dict, second: dict, confidence: float = 0.99) -> dict:
+    """A/A on independent logs: every target scored on two independent logs of R₀ (`first` from
+    `offline_differences`, `second` from `target_values` or `offline_differences`) against itself,
+
+        Δ = f̄_{D'}(R_t) − f̄_D(R_t),  se = sqrt(se_D² + se_{D'}²),  CI = Δ ± Φ⁻¹((1 + confidence)/2)·se,
 
     whose expectation is 0 for every m (one estimator, one estimand, independent samples), for the
     targets scored on both logs. Returns {signal: {target: {metric: {"mean", "se", "low", "high",
     "p": f64[M]}}}} (p one-sided, H₀: Δ <= 0, `stats.z_test`)."""
-    q = float(scipy_stats.norm.ppf((1 + level) / 2))
+    q = float(scipy_stats.norm.ppf((1 + confidence) / 2))
     out = {}
     for signal, by_target in first.items():
         if not isinstance(by_target, dict) or "R0" not in by_target:
@@ -230,84 +288,130 @@ def online_truth(key, scenario: feed.Scenario, logger: feed.Policy, targets: dic
             "ab_mean": dict(zip(arms, ab.mean)), "ab_se": dict(zip(arms, ab.standard_error))}
 
 
-# ---- cells ---------------------------------------------------------------------------------------
+# ---- setup and cells -----------------------------------------------------------------------------
+
+def offline_grid(config: SensitivityConfig) -> tuple[float, ...]:
+    """The m an offline cell scores: `M_GRID` and any other m of config.m, ascending (∞ last)."""
+    return tuple(sorted(set(M_GRID) | set(config.m)))
+
 
 def cells(config: SensitivityConfig) -> list[dict]:
+    grid = list(offline_grid(config))
     out = []
     for level in config.levels:
         for d in range(config.scenario.days):
             out.append({"part": "truth", "level": level, "day": d})
-            out += [{"part": "offline", "level": level, "day": d, "m": m} for m in config.m]
+            out.append({"part": "offline", "level": level, "day": d, "m": grid})
     return out
 
 
-def _policies(root, config: SensitivityConfig, level: str, d: int):
-    """(the day's scenario, R₀, {name: R_t}) of one level on day d (`studies.scenarios`)."""
-    platform = scenarios.platform(root, config.scenario)
-    targets = {name: scenarios.target_policy(platform, level, name) for name in config.targets}
-    return scenarios.day(platform, level, d).scenario, scenarios.logging_policy(platform, level, config.logger), targets
+@dataclass(frozen=True, eq=False)
+class Shared:
+    """The run's platform (`scenarios.platform`, replication 0, with the config's rankers trained)."""
+    platform: scenarios.Platform
 
 
-@functools.lru_cache(maxsize=2)
-def _offline(root_id: tuple, config: SensitivityConfig, level: str, d: int) -> dict:
-    """Every m of config.m for one (level, day) in one pass (memoised: each m cell takes its slice):
-    `offline_differences` on the day's log D₀ᵈ, plus "independent_aa" (`independent_aa` against
-    a second, independent log of R₀ from the same day, with its own learnt view model)."""
-    root = jax.random.wrap_key_data(jnp.asarray(root_id, dtype=jnp.uint32))
-    scenario, logger, targets = _policies(root, config, level, d)
+def setup(key, config: SensitivityConfig) -> Shared:
+    """Build (and train) the platform once per run; `key` is the run's root key."""
+    return Shared(scenarios.platform(key, config.scenario, 0, (config.logger, *config.targets)))
+
+
+def _policies(platform: scenarios.Platform, config: SensitivityConfig, level: str, d: int):
+    """(the day's scenario, R₀, {label: R_t}) of one level on day d (`simrec_studies.scenarios`)."""
+    targets = {scenarios.ranker_label(r): scenarios.target_policy(platform, level, scenarios.scores(platform, r))
+               for r in config.targets}
+    logger = scenarios.logging_policy(platform, level, scenarios.scores(platform, config.logger))
+    return scenarios.day(platform, level, d).scenario, logger, targets
+
+
+def _truth(key, config: SensitivityConfig, platform: scenarios.Platform, level: str, d: int) -> list[dict]:
+    """Records of the online truth of one level on day d (`online_truth`)."""
+    scenario, logger, targets = _policies(platform, config, level, d)
+    truth = online_truth(key, scenario, logger, targets, config.scenario.ab_sessions,
+                         tested=tuple(scenarios.ranker_label(r) for r in config.improving),
+                         online_samples=config.scenario.online_samples)
+    return [{"part": "truth", "m": math.nan, "signal": signal, "target": name, "metric": "", "statistic": statistic,
+             "value": values[name][s]}
+            for s, signal in enumerate(scenarios.SIGNALS) for name in truth["exact"]
+            for statistic, values in truth.items() if name in values]
+
+
+def _offline(root, config: SensitivityConfig, platform: scenarios.Platform, level: str, d: int,
+             grid: tuple[float, ...]) -> list[dict]:
+    """Records of one level on day d for every m of `grid`: `offline_differences` on the day's log
+    D₀ᵈ and `independent_aa` against a second, independent log of R₀ from the same day (with its
+    own learnt view model). The logs draw from cell_key(root, {"part": "log" or "replicate log",
+    "level", "day"}), independent of the grid."""
+    scenario, logger, targets = _policies(platform, config, level, d)
     logging_exposure = scenarios.logging_exposure(scenario, logger)
 
-    def score(part: str, policies: dict) -> dict:
+    def simulate(part: str):
         log = feed.simulate(cell_key(root, {"part": part, "level": level, "day": d}), scenario, logger,
                             config.scenario.log_sessions, day=d, logging_exposure=logging_exposure)
-        view = scenario.view if config.view == "true" else feed.fit_view_model(log.viewed)
-        return offline_differences(log, logger, policies, view, config.m, level=config.level,
-                                   zero_ideal=config.zero_ideal)
+        return log, scenario.view if config.view == "true" else feed.fit_view_model(log.viewed)
 
-    out = score("log", {AA: logger, **targets})
-    out["independent_aa"] = independent_aa(out, score("replicate log", targets), config.level)
+    log, view = simulate("log")
+    first = offline_differences(log, logger, {AA: logger, **targets}, view, grid, confidence=config.confidence,
+                                zero_ideal=config.zero_ideal)
+    log, view = simulate("replicate log")
+    second = target_values(log, logger, targets, view, grid, confidence=config.confidence,
+                           zero_ideal=config.zero_ideal)
+    aa = independent_aa(first, second, config.confidence)
+    out = [{"part": "log", "m": math.nan, "signal": "", "target": "", "metric": "", "statistic": "max_weight",
+            "value": first["max_weight"]}]
+    out += [{"part": "log", "m": math.nan, "signal": "", "target": name, "metric": "", "statistic": "lost",
+             "value": lost} for name, lost in first["lost"].items()]
+    for i, m in enumerate(grid):
+        for signal in scenarios.SIGNALS:
+            block = first[signal]
+            out += [{"part": "paired", "m": m, "signal": signal, "target": "R0", "metric": metric,
+                     "statistic": "value", "value": values[i]} for metric, values in block["R0"].items()]
+            for name in (AA, *targets):
+                out += [{"part": "paired", "m": m, "signal": signal, "target": name, "metric": metric,
+                         "statistic": statistic, "value": values[i]}
+                        for metric, summary in block[name].items() for statistic, values in summary.items()]
+                out += [{"part": "two logs", "m": m, "signal": signal, "target": name, "metric": metric,
+                         "statistic": statistic, "value": values[i]}
+                        for metric, summary in aa[signal].get(name, {}).items()
+                        for statistic, values in summary.items()]
     return out
 
 
-def _take(tree, index: int):
-    """The m = config.m[index] slice of every f64[M] leaf of `_offline`'s result."""
-    if isinstance(tree, dict):
-        return {k: _take(v, index) for k, v in tree.items()}
-    return float(np.asarray(tree)[index]) if np.ndim(tree) == 1 else tree
-
-
-def compute(key, config: SensitivityConfig, cell: dict) -> dict:
+def compute(key, config: SensitivityConfig, cell: dict, shared: Shared) -> list[dict]:
+    """Records of one cell; `key` is the run's root key (the truth draws from cell_key(key, cell)),
+    an offline cell scores its grid cell["m"]."""
+    level, d = cell["level"], cell["day"]
     if cell["part"] == "truth":
-        scenario, logger, targets = _policies(key, config, cell["level"], cell["day"])
-        return online_truth(cell_key(key, cell), scenario, logger, targets, config.scenario.ab_sessions,
-                            tested=config.improving, online_samples=config.scenario.online_samples)
-    full = _offline(key_id(key), config, cell["level"], cell["day"])
-    return _take(full, config.m.index(cell["m"]))
+        records = _truth(cell_key(key, cell), config, shared.platform, level, d)
+    else:
+        records = _offline(key, config, shared.platform, level, d, tuple(cell["m"]))
+    return [{"level": level, "day": d, **record} for record in records]
 
 
 # ---- report ----------------------------------------------------------------------------------------
 
-def _settings(config: SensitivityConfig, results) -> pd.DataFrame:
+def _settings(config: SensitivityConfig, records: pd.DataFrame) -> pd.DataFrame:
     """One row per setting (level, day, signal, target) with its truth and verification."""
-    kinds = {**{n: "improving" for n in config.improving}, **{n: "harmful" for n in config.harmful}}
+    kinds = {**{scenarios.ranker_label(r): "improving" for r in config.improving},
+             **{scenarios.ranker_label(r): "harmful" for r in config.harmful}}
+    labels = [scenarios.ranker_label(r) for r in config.targets]
+    truth = records[records.part == "truth"]
     rows = []
-    for r in results:
-        if r.cell["part"] != "truth":
-            continue
-        v = r.value
-        for s, signal in enumerate(scenarios.SIGNALS):
-            base, base_se = v["exact"]["R0"][s], v["exact_se"]["R0"][s]
-            common = {"level": r.cell["level"], "day": r.cell["day"], "signal": signal, "online_R0": base}
+    for (level, day), cell in truth.groupby(["level", "day"], sort=False):
+        value = {(s, n, stat): v for s, n, stat, v in zip(cell.signal, cell.target, cell.statistic, cell.value)}
+        for signal in scenarios.SIGNALS:
+            base, base_se = value[signal, "R0", "exact"], value[signal, "R0", "exact_se"]
+            common = {"level": level, "day": day, "signal": signal, "online_R0": base}
             rows.append({**common, "target": AA, "kind": "aa", "exact_diff": 0.0, "exact_se": 0.0, "exact_lift": 0.0})
             rows += [{**common, "target": name + AA_LOGS, "kind": "aa_logs", "exact_diff": 0.0, "exact_se": 0.0,
-                      "exact_lift": 0.0} for name in config.targets]
-            for name in config.targets:
-                diff = v["exact"][name][s] - base
+                      "exact_lift": 0.0} for name in labels]
+            for name in labels:
+                diff = value[signal, name, "exact"] - base
                 row = {**common, "target": name, "kind": kinds[name], "exact_diff": diff,
-                       "exact_se": math.hypot(v["exact_se"][name][s], base_se), "exact_lift": diff / base}
-                if name in v["ab_mean"]:
-                    row["ab_diff"] = v["ab_mean"][name][s] - v["ab_mean"]["R0"][s]
-                    row["ab_se"] = math.hypot(v["ab_se"][name][s], v["ab_se"]["R0"][s])
+                       "exact_se": math.hypot(value[signal, name, "exact_se"], base_se), "exact_lift": diff / base}
+                if (signal, name, "ab_mean") in value:
+                    row["ab_diff"] = value[signal, name, "ab_mean"] - value[signal, "R0", "ab_mean"]
+                    row["ab_se"] = math.hypot(value[signal, name, "ab_se"], value[signal, "R0", "ab_se"])
                     row["ab_p"] = stats.z_test(row["ab_diff"], row["ab_se"])
                 rows.append(row)
     frame = pd.DataFrame(rows).reindex(columns=[
@@ -322,34 +426,37 @@ def _settings(config: SensitivityConfig, results) -> pd.DataFrame:
     return frame
 
 
-def _offline_rows(results) -> tuple[pd.DataFrame, dict]:
-    """One row per (level, day, m, signal, target, metric), the A/A-on-two-logs comparisons as
-    targets named name + AA_LOGS; and max 1/ε₀ per level."""
-    rows, weights = [], {}
-    for r in results:
-        if r.cell["part"] != "offline":
-            continue
-        level = r.cell["level"]
-        weights[level] = max(weights.get(level, 0.0), r.value["max_weight"])
-        for signal in scenarios.SIGNALS:
-            block = r.value[signal]
-            for target, metrics_ in block.items():
-                if target == "R0":
-                    continue
-                for metric, v in metrics_.items():
-                    rows.append({"level": level, "day": r.cell["day"], "m": r.cell["m"], "signal": signal,
-                                 "target": target, "metric": metric, **v, "base": block["R0"][metric],
-                                 "lost": r.value["lost"][target]})
-                for metric, v in r.value["independent_aa"][signal].get(target, {}).items():
-                    rows.append({"level": level, "day": r.cell["day"], "m": r.cell["m"], "signal": signal,
-                                 "target": target + AA_LOGS, "metric": metric, **v, "base": block["R0"][metric],
-                                 "lost": 0.0})
-    return pd.DataFrame(rows), weights
+def _offline_rows(config: SensitivityConfig, records: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """One row per (level, day, m, signal, target, metric) for the m of config.m, in the order
+    (level, day, m as in config.m, signal, target, metric) — each target's paired comparison, then
+    its A/A-on-two-logs comparison under the name name + AA_LOGS — with the statistics as columns,
+    R₀'s own value ("base") and the target's lost exposure (0 on two logs); and max 1/ε₀ per level."""
+    log = records[records.part == "log"]
+    weights = log[log.statistic == "max_weight"].groupby("level", sort=False).value.max().to_dict()
+    lost = log[log.statistic == "lost"].set_index(["level", "day", "target"]).value
+    part = records[records.part.isin(["paired", "two logs"]) & records.m.isin(config.m)]
+    order = [(config.levels.index(level), day, config.m.index(m))
+             for level, day, m in zip(part.level, part.day, part.m)]
+    part = part.assign(order=order).sort_values("order", kind="stable")
+    keys = ["level", "day", "m", "signal", "part", "target", "metric"]
+    wide = part.set_index([*keys, "statistic"])["value"].unstack("statistic")
+    wide = wide.reindex(pd.MultiIndex.from_frame(part[keys].drop_duplicates()))
+    wide = wide[["mean", "se", "low", "high", "p", "top", "rest", "value", "value_se"]].reset_index()
+    wide.columns.name = None
+    setting = ["level", "day", "m", "signal", "metric"]
+    base = wide[wide.target == "R0"].set_index(setting).value
+    rows = wide[wide.target != "R0"].reset_index(drop=True)
+    rows["base"] = base.reindex(pd.MultiIndex.from_frame(rows[setting])).to_numpy()
+    two_logs = (rows.part == "two logs").to_numpy()
+    rows["lost"] = np.where(two_logs, 0.0, lost.reindex(pd.MultiIndex.from_frame(rows[["level", "day", "target"]]))
+                            .to_numpy())
+    rows["target"] = np.where(two_logs, rows.target + AA_LOGS, rows.target)
+    return rows.drop(columns="part"), weights
 
 
-def _frame(config: SensitivityConfig, results):
-    settings = _settings(config, results)
-    offline, weights = _offline_rows(results)
+def _frame(config: SensitivityConfig, records: pd.DataFrame):
+    settings = _settings(config, records)
+    offline, weights = _offline_rows(config, records)
     frame = offline.merge(settings, on=["level", "day", "signal", "target"], validate="many_to_one")
     for column in ("mean", "top", "rest"):
         frame[f"{column}_lift"] = frame[column] / frame["base"]
@@ -371,7 +478,7 @@ def _rates(config: SensitivityConfig, frame: pd.DataFrame) -> pd.DataFrame:
             for kind in NULL_KINDS:
                 group = g[g.kind.isin(["improving", kind])]
                 summary = stats.sensitivity_from_moments(group["mean"], group["se"],
-                                                         (group.kind == "improving").to_numpy(), config.level)
+                                                         (group.kind == "improving").to_numpy(), config.confidence)
                 row.update({"n_improving": summary.n_positive, "TPR": summary.tpr, "mean_p": summary.mean_p_value,
                             "sign_agreement": summary.sign_agreement,
                             f"n_{kind}": summary.n_negative, f"FPR_{kind}": summary.fpr})
@@ -553,7 +660,7 @@ def _why(config, lift, mechanism, weights) -> list[str]:
 def _aa_logs_text(config, rates: pd.DataFrame, frame: pd.DataFrame) -> str:
     """The A/A-on-two-logs false-positive rates against their nominal level, and the spread of
     their z = Δ / se (standard deviation 1 when the standard errors are right), per metric."""
-    nominal = (1 - config.level) / 2
+    nominal = (1 - config.confidence) / 2
     part = rates[rates.scope == "all levels"]
     n = int(part.n_aa_logs.max())
     # a rate above this is unlikely (p < 0.01) for n independent tests at the nominal level
@@ -567,17 +674,17 @@ def _aa_logs_text(config, rates: pd.DataFrame, frame: pd.DataFrame) -> str:
         lines.append(f"{'DCG' if metric == 'dcg' else 'nDCG'} {fpr.min():.3f}–{fpr.max():.3f}{at_inf}, "
                      f"SD of z {z_sd.min():.2f}–{z_sd.max():.2f}")
     return (f"The non-trivial A/A compares each target with itself on two independent logs of the same day "
-            f"({n} comparisons per metric and m): the share whose {config.level:.0%} CI lies strictly above 0 is "
+            f"({n} comparisons per metric and m): the share whose {config.confidence:.0%} CI lies strictly above 0 is "
             f"{'; '.join(lines)} over the m grid, against a nominal {nominal:g} (above {ceiling:.3f} would be "
             f"unlikely, binomial p < 0.01, if the normal CI held its level; the comparisons share days, so they "
             f"are not fully independent). An SD of z = Δ / se below 1 means the normal CIs are conservative "
             f"here, above 1 that they are too narrow for these importance weights.")
 
 
-def report(config: SensitivityConfig, results) -> Report:
+def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
     import seaborn as sns
     sns.set_theme(style="whitegrid", context="paper")
-    settings, frame, weights = _frame(config, results)
+    settings, frame, weights = _frame(config, records)
     rates = _rates(config, frame)
     lift, diff = _bias(config, frame)
     mechanism = _mechanism(config, frame)
@@ -614,12 +721,13 @@ def report(config: SensitivityConfig, results) -> Report:
     n_tests = len(frame[frame.verified]) // max(len(config.m) * len(METRICS), 1)
     summary = [
         f"Settings: {len(config.levels)} levels × {len(scenarios.SIGNALS)} signals × {config.scenario.days} days × "
-        f"targets {', '.join(config.improving)} (intended improving), {', '.join(config.harmful) or 'none'} "
+        f"targets {', '.join(map(scenarios.ranker_label, config.improving))} (intended improving), "
+        f"{', '.join(map(scenarios.ranker_label, config.harmful)) or 'none'} "
         f"(intended harmful), R₀ itself (A/A) and every target against itself on a second, independent log "
-        f"(A/A, 2 logs), against R₀ = ε-greedy({config.logger}); "
+        f"(A/A, 2 logs), against R₀ = ε-greedy({scenarios.ranker_label(config.logger)}); "
         f"{config.scenario.log_sessions} logged sessions per (level, day) and A/B tests with "
         f"{config.scenario.ab_sessions} sessions per arm; exposures under the "
-        f"{'true' if config.view == 'true' else 'learnt (pbm)'} view model; {config.level:.0%} normal CIs.",
+        f"{'true' if config.view == 'true' else 'learnt (pbm)'} view model; {config.confidence:.0%} normal CIs.",
         f"Verification: {len(failed)} of {len(non_aa)} non-A/A settings failed (improving: A/B p >= "
         f"{config.ab_alpha:g} or exact difference <= 0; harmful: exact difference >= 0) and are left out of the "
         f"rates, see `table_settings`; {int((verified.ab_p_holm < config.ab_alpha).sum())} of the {len(verified)} "
@@ -634,7 +742,7 @@ def report(config: SensitivityConfig, results) -> Report:
         f"cannot fire (FPR_aa = 0 by construction: a check of the pipeline, not evidence). "
         + _aa_logs_text(config, rates, frame),
         f"*Multiple testing.* Each (setting, metric, m) is its own one-sided test at "
-        f"{(1 - config.level) / 2:g} ({n_tests} verified settings per metric and m); TPR and FPR are per-test "
+        f"{(1 - config.confidence) / 2:g} ({n_tests} verified settings per metric and m); TPR and FPR are per-test "
         f"rates, as in the paper, not family-wise error rates.",
     ]
     tables = {"table_sensitivity": rates, "table_dcg_vs_ndcg": comparison, "table_bias_lift": lift,
@@ -646,7 +754,5 @@ STUDY = Study(
     name="sensitivity",
     description="Jeunen et al. KDD'24 Fig. 1 extended: TPR, mean p, FPR on A/A and harmful changes, and "
                 "bias/RMSE of offline DCG and nDCG differences as functions of the clipping m",
-    presets=PRESETS, cells=cells, compute=compute, report=report, source=__file__, dependencies=(scenarios.__file__,),
-    report_helpers=(_settings, _offline_rows, _frame, _scopes, _rates, _bias, _mechanism, _m_position, _curves,
-                    _m_text, _yes, _verdicts, _why, _aa_logs_text),
-    report_fields=("m",))
+    presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
+    columns=COLUMNS, report_fields=("m",), expected_seconds={"smoke": 45, "default": 100, "paper": 1500})

@@ -1,8 +1,11 @@
 """The correlation study (Jeunen et al. KDD'24 Table 2) and its scenarios at the smoke preset:
-output structure, p-values, the m = 1 identity, pnDCG, Pearson against scipy, and byte-identical
-tables when a run is repeated from its cell cache."""
+output structure, records against the declared columns, the cached setup, p-values, the m = 1
+identity, pnDCG, Pearson against scipy, typed rankers, and byte-identical tables when a run is
+repeated from its cell cache."""
 import dataclasses
+import inspect
 import json
+import pickle
 
 import jax
 import numpy as np
@@ -11,37 +14,46 @@ import pytest
 import scipy.stats
 
 from simrec import feed, ope, runner, stats
-from studies import correlation, scenarios
+from simrec_studies import correlation, scenarios
+from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 
 CONFIG = correlation.PRESETS["smoke"]
 
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
-    """The smoke preset run twice with one cell cache: the second run reads every cell back."""
+    """The smoke preset run twice with one cache: the second run reads every cell back."""
     cache = tmp_path_factory.mktemp("cache")
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
     summaries = [runner.run(correlation.STUDY, CONFIG, seed=0, out=out, preset="smoke", cache_dir=cache,
                             progress=False) for out in (first, second)]
-    return first, second, summaries
+    return first, second, summaries, cache
 
 
 @pytest.fixture(scope="module")
-def smoke_day():
+def shared(smoke_runs):
+    """The smoke run's setup, read back from the runner's setup cache (cache_setup=True)."""
+    cache = smoke_runs[3]
+    (path,) = (cache / "correlation").glob("setup-*.pkl")
+    return pickle.loads(path.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def smoke_day(shared):
     """One level-2 day of the smoke platform: its log, policies and exposures under the learnt pbm."""
-    sc = CONFIG.scenario
-    platform = scenarios.platform(jax.random.key(0), sc, 0)
+    platform = shared.platforms[0]
     today = scenarios.day(platform, "level2", 3)
-    logger, target = scenarios.logging_policy(platform, "level2"), scenarios.target_policy(platform, "level2")
+    logger = scenarios.logging_policy(platform, "level2", scenarios.scores(platform, Trained("r0")))
+    target = scenarios.target_policy(platform, "level2", scenarios.scores(platform, Trained("rt")))
     log = feed.simulate(jax.random.key(1), today.scenario, logger, 1024,
                         logging_exposure=scenarios.logging_exposure(today.scenario, logger))
     pbm = feed.fit_view_model(log.viewed)
-    e0, et = correlation._exposures(log, (logger, target), pbm, sc.world.n_users)
+    e0, et = correlation._exposures(log, (logger, target), pbm, CONFIG.scenario.world.n_users)
     return platform, today, log, pbm, np.asarray(e0), np.asarray(et)
 
 
 def test_smoke_writes_table2_spread_figures_and_manifest(smoke_runs):
-    out, _, (summary, _) = smoke_runs
+    out, _, (summary, _), _ = smoke_runs
     for name in ("table_2", "table_2_long", "table_2_single_week", "table_2_exact_online", "table_2_paper",
                  "table_spread", "table_claims", "table_mechanism", "table_mechanism_bins", "table_daily"):
         for ext in ("csv", "md", "tex"):
@@ -57,13 +69,52 @@ def test_smoke_writes_table2_spread_figures_and_manifest(smoke_runs):
     assert all(sum("**" in str(v) for v in table[c]) >= 1 for c in table.columns[1:])     # a best per column
     daily = pd.read_csv(out / "table_daily.csv")
     assert len(daily) == summary.cells_total * 2 * 2 * 2        # levels x signals x policies per cell
+    assert list(daily.columns) == ["replication", "day", "level", "signal", "policy", *correlation.DAILY_COLUMNS]
     readme = (out / "README.md").read_text()
     for claim in ("(a)", "(b)", "(c)", "Mechanism"):
         assert claim in readme
 
 
+def test_records_match_the_declared_columns_and_rebuild_the_daily_table(smoke_runs, shared):
+    """A cell computed from the cached setup gives exactly the records of the run (check_records
+    validates them against `COLUMNS`), and `daily_frame` of all records is `table_daily`."""
+    out, _, _, cache = smoke_runs
+    cell = {"replication": 1, "day": 2}
+    rows = runner.check_records(correlation.STUDY, cell,
+                                correlation.compute(jax.random.key(0), CONFIG, cell, shared))
+    cached = [json.loads(p.read_text()) for p in (cache / "correlation").glob("*.json")]
+    assert {c["cell"]["replication"] * 100 + c["cell"]["day"] for c in cached} == \
+        {r * 100 + d for r in range(CONFIG.replications) for d in range(CONFIG.long_days)}
+    stored = next(c for c in cached if c["cell"] == cell)
+    assert stored["columns"] == list(correlation.COLUMNS)
+    pd.testing.assert_frame_equal(pd.DataFrame(rows), pd.DataFrame(stored["rows"]))
+    records = pd.read_csv(out / "records.csv", keep_default_na=False, na_values={"value": [""]})
+    assert list(records.columns) == list(correlation.COLUMNS)
+    daily = correlation.daily_frame(records)
+    pd.testing.assert_frame_equal(daily, pd.read_csv(out / "table_daily.csv"), check_dtype=False)
+
+
+def test_no_module_level_state():
+    """Shared state comes from setup, keys from the runner: no memo caches, no key round trips."""
+    for module in (correlation, scenarios):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")], module
+        source = inspect.getsource(module)
+        for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache"):
+            assert banned not in source, (module.__name__, banned)
+
+
+def test_setup_is_one_trained_platform_per_index_and_pickles(shared):
+    assert len(shared.platforms) == CONFIG.platforms
+    platform = shared.platforms[0]
+    assert set(platform.trained) == {"r0", "rt"}
+    again = pickle.loads(pickle.dumps(platform))
+    for slot in ("r0", "rt"):
+        np.testing.assert_array_equal(np.asarray(scenarios.scores(again, Trained(slot)).params),
+                                      np.asarray(scenarios.scores(platform, Trained(slot)).params))
+
+
 def test_p_values_in_unit_interval_and_spread_counts_experiments(smoke_runs):
-    out, _, _ = smoke_runs
+    out = smoke_runs[0]
     daily = pd.read_csv(out / "table_daily.csv")
     corr = correlation.correlations(daily, CONFIG.scenario.days)
     finite = corr.dropna()
@@ -77,7 +128,7 @@ def test_p_values_in_unit_interval_and_spread_counts_experiments(smoke_runs):
 
 
 def test_pearson_matches_scipy_on_the_daily_series(smoke_runs):
-    out, _, _ = smoke_runs
+    out = smoke_runs[0]
     daily = pd.read_csv(out / "table_daily.csv")
     part = daily[(daily.replication == 0) & (daily.level == "level1") & (daily.signal == "watch")
                  & (daily.policy == "Rt")].sort_values("day")
@@ -93,10 +144,11 @@ def test_pearson_matches_scipy_on_the_daily_series(smoke_runs):
 
 
 def test_rerun_from_cache_gives_identical_tables(smoke_runs):
-    first, second, (_, again) = smoke_runs
+    first, second, (_, again), _ = smoke_runs
     assert again.cells_computed == 0
     for name in sorted(p.name for p in first.glob("table_*")):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    assert (first / "records.csv").read_bytes() == (second / "records.csv").read_bytes()
 
 
 def test_dcg_at_m1_is_the_raw_label_estimate(smoke_day):
@@ -125,13 +177,13 @@ def test_logging_exposure_supports_the_target(smoke_day):
     """Asm. 5: the epsilon-greedy logger exposes every candidate, so every target item is covered;
     the logged propensities are the true-view exposures of the shown items."""
     platform, today, log, _, _, _ = smoke_day
-    logger = scenarios.logging_policy(platform, "level2")
+    logger = scenarios.logging_policy(platform, "level2", scenarios.scores(platform, Trained("r0")))
     table = np.asarray(scenarios.logging_exposure(today.scenario, logger))
     candidates = np.asarray(platform.candidates["level2"].items)
     rows = np.arange(candidates.shape[0])[:, None]
     assert np.all(table[rows, candidates] > 0)
-    target = np.asarray(feed.exposure(None, scenarios.target_policy(platform, "level2", "oracle@1"),
-                                      today.scenario.view, np.arange(table.shape[0])).mean)
+    oracle = scenarios.target_policy(platform, "level2", scenarios.scores(platform, NoisyOracle(1.0)))
+    target = np.asarray(feed.exposure(None, oracle, today.scenario.view, np.arange(table.shape[0])).mean)
     assert np.all(ope.support_loss(table, target) == 0)
     viewed = np.asarray(log.viewed)
     shown = np.asarray(log.items)
@@ -176,19 +228,36 @@ def test_config_validation_names_the_field(change, field):
     (lambda: scenarios.ScenarioConfig(log_sessions=1), "scenario.log_sessions"),
     (lambda: dataclasses.replace(CONFIG.scenario, level1=scenarios.LevelConfig(candidates=500, feed_length=10)),
      "scenario.level1.candidates"),
+    (lambda: Trained("r1"), "Trained.slot"),
+    (lambda: NoisyOracle(-1.0), "NoisyOracle.scale"),
+    (lambda: NoisyOracle(float("nan")), "NoisyOracle.scale"),
+    (lambda: NoisyOracle(1.0, draw=-1), "NoisyOracle.draw"),
 ])
 def test_scenario_validation_names_the_field(make, field):
     with pytest.raises(runner.ConfigError, match=field):
         make()
 
 
-def test_ranker_names(smoke_day):
-    platform = smoke_day[0]
-    assert scenarios.ranker(platform, "oracle@1") is scenarios.ranker(platform, "oracle@1.0#0")
-    assert scenarios.noisy_oracle(platform, 1.0) is scenarios.ranker(platform, "oracle@1")
-    exact = np.asarray(scenarios.ranker(platform, "oracle").params)
-    noisy = np.asarray(scenarios.ranker(platform, "oracle@2#1").params)
+def test_ranker_labels_round_trip():
+    rankers = (Trained("r0"), Trained("rt"), Popularity(), NoisyOracle(2.0), NoisyOracle(0.5, 3), NoisyOracle(0.0))
+    labels = [scenarios.ranker_label(r) for r in rankers]
+    assert labels == ["r0", "rt", "popularity", "oracle@2", "oracle@0.5#3", "oracle@0"]
+    assert tuple(scenarios.parse_ranker(label) for label in labels) == rankers
+    assert NoisyOracle(2) == NoisyOracle(2.0) and isinstance(NoisyOracle(2).scale, float)
+    for bad in ("oracle2", "oracle@-1", "oracle@1#x", "oracle@inf", "mf", ""):
+        with pytest.raises(runner.ConfigError, match="improving: cannot read ranker"):
+            scenarios.parse_ranker(bad, "improving")
+
+
+def test_noisy_oracles_and_untrained_slots(shared):
+    platform = shared.platforms[0]
+    exact = np.asarray(scenarios.scores(platform, NoisyOracle(0.0)).params)
+    noisy = np.asarray(scenarios.scores(platform, NoisyOracle(2.0, 1)).params)
     assert np.std(noisy - exact) == pytest.approx(2.0, rel=0.02)    # 30k N(0, 4) draws: 4 SE of the sd = 1.6 %
-    for bad in ("oracle2", "oracle@-1", "oracle@1#x", "mf"):
-        with pytest.raises(ValueError, match="ranker"):
-            scenarios.ranker(platform, bad)
+    np.testing.assert_array_equal(noisy, np.asarray(scenarios.scores(platform, NoisyOracle(2.0, 1)).params))
+    assert not np.array_equal(noisy, np.asarray(scenarios.scores(platform, NoisyOracle(2.0, 0)).params))
+    counts = np.asarray(scenarios.scores(platform, Popularity()).params)
+    np.testing.assert_array_equal(counts[0], np.asarray(platform.observed.sum(axis=0)).ravel())
+    untrained = dataclasses.replace(platform, trained={"r0": platform.trained["r0"]})
+    with pytest.raises(ValueError, match="slot 'rt' was not trained"):
+        scenarios.scores(untrained, Trained("rt"))

@@ -1,9 +1,12 @@
 """The sensitivity study (Jeunen et al. KDD'24 Fig. 1, extended): its per-setting computations on
-small hand-built feeds against independent references, and the smoke preset end to end —
-structure, rates in [0, 1], a byte-identical rerun from the cache, and a sweep over m via the CLI
-that reads the same cache."""
+small hand-built feeds against independent references, typed ranker configs and their overrides,
+and the smoke preset end to end — structure, rates in [0, 1], records against the declared
+columns, a byte-identical rerun from the cache, and a sweep over m via the CLI that reads the same
+cache."""
+import inspect
 import json
 import math
+import pickle
 
 import jax
 import numpy as np
@@ -11,7 +14,8 @@ import pandas as pd
 import pytest
 
 from simrec import cli, feed, runner
-from studies import sensitivity
+from simrec_studies import sensitivity
+from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 
 # ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
 
@@ -94,7 +98,7 @@ def test_independent_a_a_compares_each_target_with_itself_on_a_second_log(scored
     second_log = feed.simulate(jax.random.key(5), SCENARIO, LOGGER, N)
     targets = {"better": BETTER, "worse": WORSE}
     second = sensitivity.offline_differences(second_log, LOGGER, targets, SCENARIO.view, M)
-    aa = sensitivity.independent_aa(first, second, level=0.99)
+    aa = sensitivity.independent_aa(first, second, confidence=0.99)
     assert set(aa) == {"click"} and set(aa["click"]) == {"better", "worse"}
     q = 2.5758293035489004                                                # Φ⁻¹(0.995)
     for name in targets:
@@ -119,30 +123,83 @@ def test_online_truth_matches_the_exact_values_and_an_independent_ab_test():
         assert abs(gap) <= 4 * truth["ab_se"][name][0]
 
 
+def test_target_values_are_the_values_of_offline_differences(scored):
+    """The second log of the A/A on two logs only needs each target's own value and its SE."""
+    log, out = scored
+    targets = {"better": BETTER, "worse": WORSE}
+    values = sensitivity.target_values(log, LOGGER, targets, SCENARIO.view, M)
+    assert set(values) == {"click"} and set(values["click"]) == set(targets)
+    for name in targets:
+        for metric in ("dcg", "ndcg"):
+            got, want = values["click"][name][metric], out["click"][name][metric]
+            assert set(got) == {"value", "value_se"}
+            np.testing.assert_array_equal(got["value"], want["value"])
+            np.testing.assert_array_equal(got["value_se"], want["value_se"])
+
+
 def test_config_validation_names_the_field():
-    with pytest.raises(ValueError, match="improving must name"):
+    with pytest.raises(runner.ConfigError, match="improving must name"):
         sensitivity.SensitivityConfig(improving=())
-    with pytest.raises(ValueError, match="m must be distinct clipping values >= 1"):
+    with pytest.raises(runner.ConfigError, match="m must be distinct clipping values >= 1"):
         sensitivity.SensitivityConfig(m=(0.5, math.inf))
-    with pytest.raises(ValueError, match="view must be"):
+    with pytest.raises(runner.ConfigError, match="view must be"):
         sensitivity.SensitivityConfig(view="log")
+    with pytest.raises(runner.ConfigError, match="confidence must be in"):
+        sensitivity.SensitivityConfig(confidence=1.0)
+    with pytest.raises(runner.ConfigError, match="distinct rankers"):
+        sensitivity.SensitivityConfig(harmful=(NoisyOracle(2.0),))
+    with pytest.raises(runner.ConfigError, match="harmful: cannot read ranker 'oracle'"):
+        sensitivity.SensitivityConfig(harmful=("oracle",))
+    with pytest.raises(runner.ConfigError, match="logger must be a ranker"):
+        sensitivity.SensitivityConfig(logger="r0")
 
 
-def test_nested_overrides_and_an_infinite_m_parse():
-    config = runner.with_overrides(sensitivity.PRESETS["smoke"], {"scenario.days": "3", "m": "1,2,inf",
-                                                                  "scenario.level2.epsilon": "0.05"})
-    assert config.scenario.days == 3 and config.m == (1.0, 2.0, math.inf)
+def test_rankers_are_typed_and_labels_parse():
+    config = sensitivity.SensitivityConfig(improving=("rt", "oracle@0.5#2"), harmful=(Popularity(), "oracle@4"))
+    assert config.improving == (Trained("rt"), NoisyOracle(0.5, 2))
+    assert config.harmful == (Popularity(), NoisyOracle(4.0))
+    assert sensitivity.PRESETS["default"].targets == (Trained("rt"), NoisyOracle(2.0), NoisyOracle(1.0),
+                                                      NoisyOracle(4.0), NoisyOracle(8.0), Popularity())
+
+
+def test_nested_overrides_rankers_and_an_infinite_m_parse():
+    config = runner.with_overrides(sensitivity.PRESETS["smoke"], {
+        "scenario.days": "3", "m": "1,2,inf", "scenario.level2.epsilon": "0.05",
+        "improving": "rt,oracle@0.5#1", "harmful": "popularity", "logger.slot": "r0", "confidence": "0.95"})
+    assert config.scenario.days == 3 and config.m == (1.0, 2.0, math.inf) and config.confidence == 0.95
     assert config.scenario.level2.epsilon == 0.05 and config.scenario.level1 == sensitivity.PRESETS["smoke"].scenario.level1
-    assert len(sensitivity.cells(config)) == len(config.levels) * 3 * (1 + 3)
+    assert config.improving == (Trained("rt"), NoisyOracle(0.5, 1)) and config.harmful == (Popularity(),)
+    assert len(sensitivity.cells(config)) == len(config.levels) * 3 * 2
     with pytest.raises(runner.ConfigError, match="unknown config key 'scenario.dayz'"):
         runner.with_overrides(config, {"scenario.dayz": "3"})
+    with pytest.raises(runner.ConfigError, match="unknown config key 'level'"):       # renamed: confidence
+        runner.with_overrides(config, {"level": "0.95"})
+    with pytest.raises(runner.ConfigError, match="Trained.slot"):
+        runner.with_overrides(config, {"logger.slot": "oracle@1"})
+
+
+def test_offline_cells_score_the_standard_grid_plus_the_configs_m():
+    smoke = sensitivity.PRESETS["smoke"]
+    assert sensitivity.offline_grid(smoke) == sensitivity.M_GRID          # smoke's m is a subset
+    grid = sensitivity.offline_grid(runner.with_overrides(smoke, {"m": "inf,3,1"}))
+    assert grid == tuple(sorted(sensitivity.M_GRID + (3.0,))) and grid[-1] == math.inf
+    offline = [c for c in sensitivity.cells(smoke) if c["part"] == "offline"]
+    assert all(c["m"] == list(sensitivity.M_GRID) for c in offline)
+
+
+def test_no_module_level_state():
+    assert not [name for name, value in vars(sensitivity).items() if hasattr(value, "cache_info")]
+    source = inspect.getsource(sensitivity)
+    for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache"):
+        assert banned not in source, banned
 
 
 # ---- the smoke preset end to end -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sensitivity")
+    root = tmp_path_factory.mktemp("sensitivity")            # cache: root/.simrec-cache
+    out = root / "smoke"
     summary = runner.run(sensitivity.STUDY, sensitivity.PRESETS["smoke"], seed=0, out=out, preset="smoke",
                          progress=False)
     return out, summary
@@ -152,12 +209,18 @@ def _tables(folder):
     return {p.name: p.read_bytes() for p in sorted(folder.glob("table*"))}
 
 
+def _records(out) -> pd.DataFrame:
+    """records.csv with its declared types ("" is a string in str columns, NaN in float ones)."""
+    return pd.read_csv(out / "records.csv", keep_default_na=False, na_values={"m": [""], "value": [""]})
+
+
 def test_smoke_structure_and_rates(smoke_run):
     out, summary = smoke_run
     config = sensitivity.PRESETS["smoke"]
-    assert summary.cells_total == len(config.levels) * config.scenario.days * (1 + len(config.m))
+    assert summary.cells_total == len(config.levels) * config.scenario.days * 2
     rates = pd.read_csv(out / "table_sensitivity.csv")
     assert set(rates.metric) == {"dcg", "ndcg"} and len(rates) == 2 * len(config.m) * (1 + len(config.levels))
+    assert set(rates.m) == set(config.m)                                 # records hold M_GRID, tables config.m
     for column in ("TPR", "mean_p", "sign_agreement", "FPR_aa", "FPR_aa_logs", "FPR_harmful"):
         values = rates[column].dropna()
         assert ((values >= 0) & (values <= 1)).all(), column
@@ -165,6 +228,8 @@ def test_smoke_structure_and_rates(smoke_run):
     settings = pd.read_csv(out / "table_settings.csv")
     assert len(settings) == len(config.levels) * 2 * config.scenario.days * (1 + 2 * len(config.targets))
     assert (settings.kind == "aa_logs").sum() == len(config.levels) * 2 * config.scenario.days * len(config.targets)
+    assert set(settings.target) == {"R0 (A/A)", "rt", "oracle@1", "oracle@8", "rt (A/A, 2 logs)",
+                                    "oracle@1 (A/A, 2 logs)", "oracle@8 (A/A, 2 logs)"}
     for column in ("ab_p", "ab_p_holm"):
         assert ((settings[column].dropna() >= 0) & (settings[column].dropna() <= 1)).all()
     assert settings[settings.kind == "harmful"].ab_p.isna().all()           # only improvements are A/B-tested
@@ -173,43 +238,58 @@ def test_smoke_structure_and_rates(smoke_run):
     assert "Claim (d)" in (out / "README.md").read_text()
 
 
-def test_smoke_logger_dcg_grows_with_m_and_m_1_is_the_raw_label_value(smoke_run):
-    """f_τ(R₀; m) = Σ c · min(m ε₀, 1): non-decreasing in m, Σ c ε₀ at m = 1 and Σ c at m = ∞."""
+def test_records_match_the_declared_columns_and_the_cached_setup(smoke_run):
+    """A truth cell computed from the setup cached on disk gives exactly the run's records
+    (check_records validates them against `COLUMNS`)."""
     out, _ = smoke_run
-    cache = sorted((out / ".cache" / "sensitivity").glob("*.json"))
-    offline = [json.loads(p.read_text()) for p in cache]
-    offline = [c for c in offline if c["cell"]["part"] == "offline"]
-    by_setting = {}
-    for c in offline:
-        by_setting.setdefault((c["cell"]["level"], c["cell"]["day"]), {})[c["cell"]["m"]] = c["value"]
-    for values in by_setting.values():
-        grid = sorted(values)
-        for signal in ("like", "watch"):
-            base = [values[m][signal]["R0"]["dcg"] for m in grid]
-            assert all(a <= b * (1 + 1e-6) for a, b in zip(base, base[1:]))
+    cache = out.parent / ".simrec-cache" / "sensitivity"
+    (path,) = cache.glob("setup-*.pkl")
+    shared = pickle.loads(path.read_bytes())
+    assert set(shared.platform.trained) == {"r0", "rt"}
+    config = sensitivity.PRESETS["smoke"]
+    cell = {"part": "truth", "level": "level2", "day": 1}
+    rows = runner.check_records(sensitivity.STUDY, cell, sensitivity.compute(jax.random.key(0), config, cell, shared))
+    stored = next(c for c in (json.loads(p.read_text()) for p in cache.glob("*.json")) if c["cell"] == cell)
+    assert stored["columns"] == list(sensitivity.COLUMNS)
+    pd.testing.assert_frame_equal(pd.DataFrame(rows), pd.DataFrame(stored["rows"]))
+    records = _records(out)
+    assert list(records.columns) == list(sensitivity.COLUMNS)
+    assert set(records.part) == {"truth", "paired", "two logs", "log"}
+    assert set(records.m.dropna()) == set(sensitivity.M_GRID)
+
+
+def test_smoke_logger_dcg_grows_with_m(smoke_run):
+    """f_τ(R₀; m) = Σ c · min(m ε₀, 1): non-decreasing in m, Σ c ε₀ at m = 1 and Σ c at m = ∞."""
+    records = _records(smoke_run[0])
+    base = records[(records.part == "paired") & (records.target == "R0") & (records.metric == "dcg")]
+    assert len(base) == 2 * 2 * 2 * len(sensitivity.M_GRID)           # levels x days x signals x m
+    for _, series in base.groupby(["level", "day", "signal"]):
+        values = series.sort_values("m").value.to_numpy()
+        assert np.all(values[:-1] <= values[1:] * (1 + 1e-6))
 
 
 def test_rerun_from_cache_gives_identical_tables(smoke_run, tmp_path):
     out, _ = smoke_run
-    again = runner.run(sensitivity.STUDY, sensitivity.PRESETS["smoke"], seed=0, out=tmp_path, preset="smoke",
-                       cache_dir=out / ".cache", progress=False)
+    again = runner.run(sensitivity.STUDY, sensitivity.PRESETS["smoke"], seed=0, out=tmp_path / "again",
+                       preset="smoke", cache_dir=out.parent / ".simrec-cache", progress=False)
     assert again.cells_computed == 0
-    assert _tables(tmp_path) == _tables(out)
+    assert _tables(tmp_path / "again") == _tables(out)
 
 
 def test_sweep_over_m_via_the_cli_reads_the_cache(smoke_run, capsys):
-    out, _ = smoke_run                        # --out shares the smoke run's cache (OUT/.cache)
+    out, _ = smoke_run
+    root = out.parent                          # --out ROOT caches in ROOT/.simrec-cache, as the smoke run
     code = cli.main(["sweep", "m", "--study", "sensitivity", "--values", "1,4,16,...,inf", "--preset", "smoke",
-                     "--set", "m=1,4,16,64,inf", "--out", str(out), "--quiet"])
+                     "--set", "m=1,4,16,64,inf", "--out", str(root), "--quiet"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "m=all: 4 computed" in printed and "m=inf: 0 computed" in printed   # only m = 16 is new
+    assert "m=all: 0 computed" in printed and "m=16: 0 computed" in printed   # 16 is in M_GRID: cached
     for value in ("all", "1", "4", "16", "64", "inf"):
-        assert (out / f"m={value}" / "table_sensitivity.csv").exists()
-    stacked = pd.read_csv(out / "table_sensitivity.csv")            # the sweep's stacked table
+        assert (root / f"m={value}" / "table_sensitivity.csv").exists()
+    stacked = pd.read_csv(root / "table_sensitivity.csv")           # the sweep's stacked table
     grid = {1.0, 4.0, 16.0, 64.0, math.inf}                         # 1,4,16,...,inf stops at the preset's 64
     assert set(stacked["m"]) == grid and set(stacked["sweep m"].astype(float)) == grid
-    whole = pd.read_csv(out / "m=all" / "table_sensitivity.csv")
-    single = pd.read_csv(out / "m=64" / "table_sensitivity.csv")
+    whole = pd.read_csv(root / "m=all" / "table_sensitivity.csv")
+    single = pd.read_csv(root / "m=64" / "table_sensitivity.csv")
     pd.testing.assert_frame_equal(single.reset_index(drop=True),
                                   whole[whole.m == 64].reset_index(drop=True), check_dtype=False)
