@@ -492,6 +492,83 @@ def _setup(study: Study, root, config, address: str, cache: Path, memo: SetupMem
     return shared, how
 
 
+@dataclass(frozen=True)
+class _Computed:
+    rows: list
+    computed: int
+    setup_s: float
+
+
+def _compute_cells(study: Study, config, root, cells: list[dict], base: dict, cache: Path,
+                   memo: SetupMemo | None, bar: Progress) -> _Computed:
+    """Every cell's rows, from the cache or computed (setup only when a cell is missing)."""
+    paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
+    rows, computed, started = [], 0, time.perf_counter()
+    try:
+        cached = [_read_cache(p, lambda data: json.loads(data)["rows"]) for p in paths]
+        shared, how = (None, "not needed") if all(c is not None for c in cached) else \
+            _setup(study, root, config, _digest({**base, "setup": True}), cache, memo, bar)
+        setup_s = time.perf_counter() - started
+        if study.setup is not None:
+            bar.phase(f"setup {how}; {sum(c is None for c in cached)} of {len(cells)} cells to compute")
+        for cell, path, hit in zip(cells, paths, cached):
+            fresh = hit is None
+            if fresh:
+                hit = check_records(study, cell, study.compute(root, config, cell, shared))
+                atomic_write_text(path, json.dumps({"cell": cell, "columns": list(study.columns),
+                                                    "rows": hit}, allow_nan=True))
+                computed += 1
+            rows += hit
+            bar.update(1, note=_canonical_json(cell)[:60], computed=fresh)
+    except KeyboardInterrupt:
+        raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
+    return _Computed(rows, computed, setup_s)
+
+
+def _write_report(folder: Path, records, report: Report) -> list[str]:
+    """records.csv, the tables and the figures into ``folder``; the file names."""
+    buf = io.StringIO()
+    records.to_csv(buf, index=False, lineterminator="\n")
+    atomic_write_text(folder / "records.csv", buf.getvalue())
+    files = ["records.csv"]
+    for name, df in report.tables.items():
+        files += write_table(folder, name, df, report.float_format)
+    for name, fig in report.figures.items():
+        files.append(write_figure(folder, name, fig))
+    return sorted(files)
+
+
+def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: int, version: str,
+              wall: float, records: int, files: list[str]) -> dict:
+    import jax
+    return {
+        "study": study.name, "preset": preset, "seed": seed, "config": config_to_dict(config),
+        "cells": {"total": cells, "computed": done.computed, "cached": cells - done.computed},
+        "wall_time_s": round(wall, 3), "setup_s": round(done.setup_s, 3),
+        "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(), "code_version": version,
+        "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
+        "versions": _versions(),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                    "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()]},
+        "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,
+        "records": {"file": "records.csv", "rows": records,
+                    "columns": {c: tp.__name__ for c, tp in study.columns.items()}},
+        "files": files,
+    }
+
+
+def _readme(study: Study, report: Report, preset, seed: int, notes: Sequence[str], files: list[str]) -> str:
+    lines = [f"# {study.name}", "", study.description, ""]
+    if report.summary:
+        lines += [report.summary.strip(), ""]
+    lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+    lines += [f"Preset `{preset}`, seed {seed}; see `manifest.json` for the exact config. "
+              "`records.csv` holds every cell's tidy records (the input of every table).", "",
+              "Files:", ""] + [f"- [{f}]({f})" for f in files]
+    return "\n".join(lines) + "\n"
+
+
 def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | None = None,
         cache_dir: Path | str | None = None, progress: bool = True, memo: SetupMemo | None = None,
         notes: Sequence[str] = ()) -> RunSummary:
@@ -500,82 +577,28 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
 
     Cell and setup caches go to ``cache_dir`` (default `default_cache_dir`). Re-running with the
     same config, seed and code reads finished cells from the cache and computes only the missing
-    ones. ``notes``: extra lines for the output README (e.g. real data that was not found).
+    ones. ``notes``: extra lines for the output README (e.g. where real data came from).
     """
     seed = check_seed(seed)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(out)
     started = time.perf_counter()
     cells = [dict(c) for c in study.cells(config)]
-    ids = [_digest(c) for c in cells]
-    if len(set(ids)) != len(ids):
+    if len({_digest(c) for c in cells}) != len(cells):
         raise ValueError(f"study {study.name!r} declares duplicate cells")
     version = code_version(study)
     base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": seed,
             "code": version}
     with OutputFolder(out, f"{study.name}, preset {preset}, seed {seed}") as folder:
         import jax
-        root = jax.random.key(seed)
         bar = Progress(len(cells), study.name, enabled=progress)
-        rows, computed, paths = [], 0, []
-        setup_started = time.perf_counter()
-        try:
-            paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
-            cached = [_read_cache(p, lambda data: json.loads(data)["rows"]) for p in paths]
-            shared, how = (None, "not needed") if all(c is not None for c in cached) else \
-                _setup(study, root, config, _digest({**base, "setup": True}), cache, memo, bar)
-            setup_s = time.perf_counter() - setup_started
-            if study.setup is not None:
-                bar.phase(f"setup {how}; {sum(c is None for c in cached)} of {len(cells)} cells to compute")
-            for cell, path, hit in zip(cells, paths, cached):
-                fresh = hit is None
-                if fresh:
-                    hit = check_records(study, cell, study.compute(root, config, cell, shared))
-                    atomic_write_text(path, json.dumps({"cell": cell, "columns": list(study.columns),
-                                                        "rows": hit}, allow_nan=True))
-                    computed += 1
-                rows += hit
-                bar.update(1, note=_canonical_json(cell)[:60], computed=fresh)
-        except KeyboardInterrupt:
-            raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
-
-        records = records_frame(study, rows)
+        done = _compute_cells(study, config, jax.random.key(seed), cells, base, cache, memo, bar)
+        records = records_frame(study, done.rows)
         report = study.report(config, records)
-        staging = folder.staging
-        files: list[str] = []
-        buf = io.StringIO()
-        records.to_csv(buf, index=False, lineterminator="\n")
-        atomic_write_text(staging / "records.csv", buf.getvalue())
-        files.append("records.csv")
-        for name, df in report.tables.items():
-            files += write_table(staging, name, df, report.float_format)
-        for name, fig in report.figures.items():
-            files.append(write_figure(staging, name, fig))
+        files = _write_report(folder.staging, records, report)
         wall = time.perf_counter() - started
-        manifest = {
-            "study": study.name, "preset": preset, "seed": seed,
-            "config": config_to_dict(config),
-            "cells": {"total": len(cells), "computed": computed, "cached": len(cells) - computed},
-            "wall_time_s": round(wall, 3), "setup_s": round(setup_s, 3),
-            "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "git_commit": _git_commit(), "code_version": version,
-            "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
-            "versions": _versions(),
-            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                        "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()]},
-            "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,
-            "records": {"file": "records.csv", "rows": len(records), "columns": {
-                c: tp.__name__ for c, tp in study.columns.items()}},
-            "files": sorted(files),
-        }
-        atomic_write_text(staging / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")
-        readme = [f"# {study.name}", "", study.description, ""]
-        if report.summary:
-            readme += [report.summary.strip(), ""]
-        readme += [f"- {note}" for note in notes] + ([""] if notes else [])
-        readme += [f"Preset `{preset}`, seed {seed}; see `manifest.json` for the exact config. "
-                   "`records.csv` holds every cell's tidy records (the input of every table).", "",
-                   "Files:", ""] + [f"- [{f}]({f})" for f in sorted(files)]
-        atomic_write_text(staging / "README.md", "\n".join(readme) + "\n")
+        manifest = _manifest(study, config, preset, seed, done, len(cells), version, wall, len(records), files)
+        atomic_write_text(folder.staging / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")
+        atomic_write_text(folder.staging / "README.md", _readme(study, report, preset, seed, notes, files))
         folder.commit()
-    return RunSummary(Path(out), len(cells), computed, len(cells) - computed, wall, setup_s,
-                      tuple(sorted(files)))
+    return RunSummary(Path(out), len(cells), done.computed, len(cells) - done.computed, wall,
+                      done.setup_s, tuple(files))
