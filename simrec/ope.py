@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.feed import ItemFn, Log, Policy, ViewModel, evaluate, exposure, exposure_of, num_items
+from simrec.feed import ItemFn, Log, Policy, ViewModel, item_values, exposure, exposure_of, num_items
 from simrec.feed.policies import table_values
 
 __all__ = [
@@ -587,8 +587,8 @@ def doubly_robust_estimate(key: jax.Array | None, log: Log, logging_policy: Poli
     contexts = jnp.asarray(contexts, jnp.int32)
     catalogue = jnp.broadcast_to(jnp.arange(reward_model.num_items, dtype=jnp.int32),
                                  (contexts.shape[0], reward_model.num_items))
-    direct = direct_method(evaluate(reward_model, contexts, catalogue), target_table)[rows]
-    predicted = evaluate(reward_model, jnp.asarray(log.users, jnp.int32), jnp.maximum(log.items, 0))
+    direct = direct_method(item_values(reward_model, contexts, catalogue), target_table)[rows]
+    predicted = item_values(reward_model, jnp.asarray(log.users, jnp.int32), jnp.maximum(log.items, 0))
     dr = trajectory_dr(log.rewards[signal], logging_exposure, target_exposure, log.viewed, predicted, direct, m)
     est = mean_estimate(dr)
     return Estimate(est.value, est.standard_error, lost)

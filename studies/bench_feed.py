@@ -185,9 +185,9 @@ def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: i
     sweep_s, sweep_compile_s, estimate = _timed(lambda: ope.dcg_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats)
     catalogue = np.arange(reward_model.num_items, dtype=np.int32)
-    direct = ope.direct_method(feed.evaluate(reward_model, jax.numpy.arange(num_users), np.broadcast_to(
+    direct = ope.direct_method(feed.item_values(reward_model, jax.numpy.arange(num_users), np.broadcast_to(
         catalogue, (num_users, catalogue.size))), target_table)[log.users]
-    predicted = feed.evaluate(reward_model, log.users, jax.numpy.maximum(log.items, 0))
+    predicted = feed.item_values(reward_model, log.users, jax.numpy.maximum(log.items, 0))
     dr_s, dr_compile_s, dr = _timed(lambda: ope.dr_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, predicted, direct, m), repeats)
     per_trajectory_s, _, _ = _timed(lambda: ope.trajectory_dcg(

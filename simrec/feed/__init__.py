@@ -10,7 +10,7 @@ online ground truth (Jeunen, Potapov & Ustimenko, KDD'24 §3–4).
 """
 from simrec.feed.online import ABTest, OnlineValue, ab_test, online_value
 from simrec.feed.policies import (ContextTables, EpsilonGreedy, Exposure, FixedCandidates, ItemFn, PlackettLuce,
-                                  Policy, RandomSubset, Sort, TopK, all_items, context_tables, evaluate, exposure,
+                                  Policy, RandomSubset, Sort, TopK, all_items, context_tables, item_values, exposure,
                                   exposure_of, from_table, is_deterministic, is_exact, num_items,
                                   sample_candidates, sample_ranking, top_k_candidates)
 from simrec.feed.sessions import Log, Scenario, concatenate, depth, satiated_quality, session_chunks, simulate
@@ -20,7 +20,7 @@ from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, 
 __all__ = [
     "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
     "view_probability", "sample_depth", "depth_from_uniform", "fit_view_model", "position_model",
-    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
+    "ItemFn", "from_table", "item_values", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
     "RandomSubset",
     "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.feed.policies import (EpsilonGreedy, Policy, Sort, evaluate, exact_exposure, exposure_sample,
+from simrec.feed.policies import (EpsilonGreedy, Policy, Sort, item_values, exact_exposure, exposure_sample,
                                   is_deterministic, is_exact, monte_carlo, num_items, sample_ranking, subset_weights)
 from simrec.feed.sessions import Scenario, check_policy, num_contexts, satiated_quality, session_chunks
 from simrec.feed.views import Cascade, view_probability
@@ -57,7 +57,7 @@ class ABTest(NamedTuple):
 
 
 def _quality_stack(scenario: Scenario, contexts, items) -> jax.Array:
-    return jnp.stack([evaluate(q, contexts, items) for q in scenario.quality])
+    return jnp.stack([item_values(q, contexts, items) for q in scenario.quality])
 
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "exact"))

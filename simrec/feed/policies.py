@@ -53,7 +53,7 @@ from simrec import validate
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
-    "ItemFn", "from_table", "evaluate", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
+    "ItemFn", "from_table", "item_values", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
     "RandomSubset", "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "exposure_sample", "exact_exposure", "subset_weights", "monte_carlo", "ContextTables", "context_tables",
@@ -114,7 +114,7 @@ def table_values(f: ItemFn):
     return f.params if f.fn is _table_lookup else None
 
 
-def evaluate(f: ItemFn, contexts: jax.Array, items: jax.Array) -> jax.Array:
+def item_values(f: ItemFn, contexts: jax.Array, items: jax.Array) -> jax.Array:
     """f(x_n, a_nk) for contexts i32[N] and items i32[N, K].  Returns f32[N, K]."""
     return jnp.asarray(f.fn(f.params, contexts, items), jnp.float32)
 
@@ -358,7 +358,7 @@ def sample_candidates(key: jax.Array | None, generator: Generator, contexts: jax
         items = jnp.asarray(generator.items, jnp.int32)
         return items[contexts] if items.ndim == 2 else jnp.broadcast_to(items, (n, items.shape[0]))
     if isinstance(generator, TopK):
-        scores = evaluate(generator.retrieval, contexts, _catalogue(contexts, generator.retrieval.num_items))
+        scores = item_values(generator.retrieval, contexts, _catalogue(contexts, generator.retrieval.num_items))
         return jax.lax.top_k(scores, generator.k)[1].astype(jnp.int32)   # ties: lower index = id
     if isinstance(generator, RandomSubset):
         noise = jax.random.uniform(key, (n, generator.num_items))
@@ -603,11 +603,11 @@ def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int
     if isinstance(ranker, Sort):
         if tables is not None and tables.sorted_top is not None:
             return tables.sorted_top[contexts]
-        perm = _sort_permutation(evaluate(ranker.scores, contexts, candidates), candidates)
+        perm = _sort_permutation(item_values(ranker.scores, contexts, candidates), candidates)
         return jnp.take_along_axis(candidates, perm[:, :feed_length], axis=1)
     if isinstance(ranker, PlackettLuce):
         def logits_of(rows):
-            return evaluate(ranker.scores, contexts[rows], candidates_of(rows)) / ranker.temperature
+            return item_values(ranker.scores, contexts[rows], candidates_of(rows)) / ranker.temperature
         if draws and tables is not None and tables.accept is not None:
             positions = _draw_ranking(key, tables.accept, tables.alias, contexts, k, feed_length, need, logits_of)
             return to_items(positions)
@@ -647,7 +647,7 @@ def _tables_block(policy: Policy, contexts):
     base = _base_ranker(policy.ranker)
     if isinstance(base, Sort):
         return candidates, _rank_candidates(None, base, contexts, candidates, policy.feed_length)
-    return candidates, evaluate(base.scores, contexts, candidates) / base.temperature
+    return candidates, item_values(base.scores, contexts, candidates) / base.temperature
 
 
 def context_tables(policy: Policy, num_contexts: int, block_size: int = 1024) -> ContextTables | None:
@@ -719,7 +719,7 @@ def _padded(survival: jax.Array, length: int) -> jax.Array:
 
 def _sort_exposure(ranker_scores, survival, contexts, candidates) -> jax.Array:
     """Exact exposure of each candidate under `Sort`: S(position + 1).  f32[N, k]."""
-    perm = _sort_permutation(evaluate(ranker_scores, contexts, candidates), candidates)
+    perm = _sort_permutation(item_values(ranker_scores, contexts, candidates), candidates)
     return _padded(survival, candidates.shape[1])[_inverse_permutation(perm)]
 
 
@@ -738,7 +738,7 @@ def _plackett_luce_sample(key, ranker: PlackettLuce, survival, contexts, candida
     """
     n, k = candidates.shape
     K = survival.shape[0]
-    logits = evaluate(ranker.scores, contexts, candidates) / ranker.temperature          # [N, k]
+    logits = item_values(ranker.scores, contexts, candidates) / ranker.temperature          # [N, k]
     top = jax.lax.top_k(logits + jax.random.gumbel(key, (n, k)), K)[1]                    # [N, K]
     rows = jnp.arange(n)[:, None]
     in_top = jnp.zeros((n, k), bool).at[rows, top].set(True)
@@ -812,7 +812,7 @@ def exact_exposure(policy: Policy, survival, weights, contexts) -> jax.Array:
     scores = _base_ranker(ranker).scores
     if isinstance(policy.generator, RandomSubset):
         catalogue = _catalogue(contexts, n_items)
-        rank = _inverse_permutation(_sort_permutation(evaluate(scores, contexts, catalogue), catalogue))
+        rank = _inverse_permutation(_sort_permutation(item_values(scores, contexts, catalogue), catalogue))
         return (1.0 - epsilon) * weights[rank] + epsilon * jnp.sum(survival) / n_items
     candidates = sample_candidates(None, policy.generator, contexts)
     values = _ranker_exposure_sample(None, ranker, survival, contexts, candidates)

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.feed.policies import (ItemFn, Policy, check_contexts, context_tables, evaluate, exposure, exposure_of,
+from simrec.feed.policies import (ItemFn, Policy, check_contexts, context_tables, item_values, exposure, exposure_of,
                                   num_items,
                                   lookup, random_words, sample_ranking, table_values, uniform_from_words)
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
@@ -168,7 +168,7 @@ def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, coun
     depth_ = depth_from_uniform(uniform[1], scenario.view, K)
     shown = sample_ranking(k_rank, policy, users, tables, depth=depth_)
     items = jnp.maximum(shown, 0)                   # -1 (not sampled) only below the depth
-    quality = jnp.stack([evaluate(q, users, items) for q in scenario.quality])       # [S, n, K]
+    quality = jnp.stack([item_values(q, users, items) for q in scenario.quality])       # [S, n, K]
     if scenario.satiation > 0:
         quality = satiated_quality(quality, scenario.satiation)
     if counts is not None:

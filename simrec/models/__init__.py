@@ -23,7 +23,7 @@ The trainers and scorers underneath stay public:
 from simrec.models.api import (OPTIMIZERS, SPECS, AllRankSpec, EarlyStopping, EASESpec, FoldIn,
                                IALSSpec, ItemKNNSpec, KUNNSpec, MFRMSESpec, MFSpec, Model,
                                PopularitySpec, Spec, SVDSpec, fit, fit_grid, score, spec_id)
-from simrec.models.data import as_positive_csr
+from simrec.models.positives import as_positive_csr
 from simrec.models.ease import (EASE, GramEigen, ease, ease_grid, ease_history_scores, ease_scores,
                                 ease_weights, gram_eigen)
 from simrec.models.explicit import allrank, fold_in_ratings, mf_rmse

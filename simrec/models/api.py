@@ -44,7 +44,7 @@ import optax
 
 from simrec import metrics, validate
 from simrec.models import ease, explicit, ials, knn, mf, popularity, svd, training
-from simrec.models.data import as_history_csr, as_positive_csr, check_users
+from simrec.models.positives import as_history_csr, as_positive_csr, check_users
 from simrec.models.mf_auc import MFAUC
 from simrec.models.opt_adg import OptADG
 

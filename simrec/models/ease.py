@@ -26,7 +26,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from simrec import validate
-from simrec.models.data import as_history_csr, as_positive_csr, check_users
+from simrec.models.positives import as_history_csr, as_positive_csr, check_users
 
 __all__ = ["GramEigen", "EASE", "gram_eigen", "ease", "ease_grid", "ease_weights", "ease_scores",
            "ease_history_scores"]

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.models.data import as_positive_csr
+from simrec.models.positives import as_positive_csr
 from simrec.models.mf import MF, init_mf
 
 __all__ = ["ials", "fold_in"]

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from simrec import validate
-from simrec.models.data import as_history_csr, as_positive_csr, check_users
+from simrec.models.positives import as_history_csr, as_positive_csr, check_users
 
 __all__ = ["KUNN", "ItemKNN", "kunn", "kunn_grid", "kunn_scores", "kunn_history_scores", "item_knn",
            "item_knn_scores", "item_knn_history_scores"]

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from simrec import validate
-from simrec.models.data import check_users
+from simrec.models.positives import check_users
 
 __all__ = ["MF", "init_mf", "scores", "pairwise_loss", "pair_rows_loss"]
 

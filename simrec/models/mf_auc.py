@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from simrec import validate
-from simrec.models.data import PositiveSets, unobserved_items
+from simrec.models.positives import PositiveSets, unobserved_items
 from simrec.models.mf import MF
 
 __all__ = ["MFAUC", "draw_negatives"]

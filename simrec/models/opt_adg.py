@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.models.data import PositiveSets
+from simrec.models.positives import PositiveSets
 from simrec.models.mf import MF
 
 __all__ = ["OptADG", "rank_cost", "violator_weight", "max_draws", "pair_streams", "find_violators",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from simrec.models.data import as_positive_csr
+from simrec.models.positives import as_positive_csr
 from simrec.models.mf import MF
 
 __all__ = ["popularity"]

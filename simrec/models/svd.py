@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse.linalg
 
 from simrec import validate
-from simrec.models.data import as_positive_csr
+from simrec.models.positives import as_positive_csr
 from simrec.models.mf import MF
 
 __all__ = ["svd"]

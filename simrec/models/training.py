@@ -28,7 +28,7 @@ import optax
 
 from simrec import validate
 from simrec.models import mf_auc, opt_adg
-from simrec.models.data import PositiveSets, as_positive_csr, positive_sets, sample_pairs
+from simrec.models.positives import PositiveSets, as_positive_csr, positive_sets, sample_pairs
 from simrec.models.mf import MF, init_mf, pair_rows_loss
 
 __all__ = ["train", "train_epochs", "Epoch", "train_epoch", "sparse_step"]

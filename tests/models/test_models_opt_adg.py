@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from simrec.models.data import positive_sets, sample_pairs
+from simrec.models.positives import positive_sets, sample_pairs
 from simrec.models.mf import pairwise_loss
 from simrec.models.opt_adg import (OptADG, find_violators, max_draws, pair_streams, rank_cost,
                                    violator_weight)

@@ -1,11 +1,11 @@
-"""Samplers of simrec.models.data against brute-force enumeration and standard errors."""
+"""Samplers of simrec.models.positives against brute-force enumeration and standard errors."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from simrec.models.data import (as_positive_csr, nth_unobserved, positive_sets, sample_pairs,
+from simrec.models.positives import (as_positive_csr, nth_unobserved, positive_sets, sample_pairs,
                                 unobserved_items)
 
 
