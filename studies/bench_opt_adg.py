@@ -41,7 +41,7 @@ import optax
 import pandas as pd
 
 from simrec import metrics, missing, models
-from simrec.models.data import PositiveSets, positive_sets, sample_pairs
+from simrec.models.positives import PositiveSets, positive_sets, sample_pairs
 from simrec.models.training import train_epoch
 from simrec.world import PRESETS, make_world
 
