@@ -1,7 +1,7 @@
 """Where the studies find real data sets.
 
 The folder is ``$SIMREC_DATA`` (set by ``simrec run --data-dir``) or, by default,
-``../shared/data`` beside the checkout that holds this package. A missing file disables the
+``../shared/data`` beside the checkout (`data_root`). A missing file disables the
 real-data part of a study: the run says so in one warning line and in its README.
 """
 import os
@@ -16,10 +16,15 @@ class MissingDataWarning(UserWarning):
 
 
 def data_root() -> Path:
-    """The real-data folder: ``$SIMREC_DATA``, else ``../shared/data`` beside the checkout."""
+    """The real-data folder: ``$SIMREC_DATA``, else ``../shared/data`` beside the checkout this
+    package was installed from (editable install), else beside the current checkout (the working
+    folder holding ``pyproject.toml``, for a regular install run from the repository)."""
     configured = os.environ.get(DATA_ENV)
     if configured:
         return Path(configured)
+    for checkout in (Path(__file__).resolve().parents[1], Path.cwd()):
+        if (checkout / "pyproject.toml").is_file() and (checkout.parent / "shared" / "data").is_dir():
+            return checkout.parent / "shared" / "data"
     return Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
