@@ -27,15 +27,25 @@ over its tie group whatever its gain:
 g_(0) >= g_(1) >= ... the relevant items' gains sorted descending. All gains 1 is the binary case.
 
 A user with no relevant item gets NaN (AUC is also NaN when every non-excluded item is relevant);
-`mean` skips NaN. A user whose every item is excluded is an error. Scores are compared in float32
-(JAX's default precision): float64 scores that differ only beyond float32 precision are tied.
+`mean` skips NaN. A user whose every item is excluded is an error, and so is a NaN or infinite
+score of a non-excluded item; excluded items' scores are never read (-inf there is fine). Scores
+are compared in float32 (JAX's default precision): float64 scores that differ only beyond float32
+precision are tied. Masks are boolean or 0/1 (`simrec.validate.relevance_mask`).
 
 How it is computed. Every metric is a function of each relevant item's (rank, ties) and of the
 relevant items' order among themselves, so one pass finds those and nothing else: per block of
-users, each row is sorted once (numpy's vectorised sort, blocks on all cores) and every relevant
-item's rank and ties come from two binary searches in its row. The per-item formulas then run in
-float64 on O(#relevant) numbers. Memory stays at a few user blocks: scores may also come from a
-function that scores one block of users at a time, so a model never materialises U x I.
+users (blocks on all cores), each row is sorted once with its excluded items set aside (NaN sorts
+last; numpy's vectorised sort), and every relevant item's rank and ties come from one binary search
+vectorised over the block's relevant items (a second only for items that tie). Dense masks (numpy,
+or JAX read in place on the CPU) are read block by block and never converted to CSR; sparse masks
+are used as CSR. The per-item formulas then run in float64 on O(#relevant) numbers, in (user, item)
+order whatever the input kind, so dense and sparse masks give bit-identical results. Memory stays
+at a few user blocks: scores may also come from a function that scores one block of users at a
+time, so a model never materialises U x I.
+
+Why numpy and not XLA: on the CPU, XLA's sort and top-k are one to two orders of magnitude slower
+than numpy's vectorised sort, and comparison-count reductions run at several ns per comparison, so
+counting against a block's relevant scores (#relevant comparisons per item) loses to sorting.
 """
 from __future__ import annotations
 
@@ -47,8 +57,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable
 
+import jax
 import numpy as np
 import scipy.sparse as sp
+
+from simrec import validate
 
 __all__ = [
     "ranks", "dcg", "ndcg", "adg", "average_precision", "recall_at", "precision_at", "atop", "auc",
@@ -64,8 +77,9 @@ _DEFAULT_BLOCK_ELEMENTS = 1 << 22  # user-block size: about 4M scores (16 MB f32
 
 @dataclass(frozen=True)
 class _Counts:
-    """Flat over every (user, relevant item) pair, in user order, plus per-user totals."""
+    """Flat over every (user, relevant item) pair, in (user, item) order, plus per-user totals."""
     user: np.ndarray       # i64[M]  the pair's user
+    item: np.ndarray       # i64[M]  the pair's item
     above: np.ndarray      # i64[M]  rank(i): non-excluded items strictly above
     tied: np.ndarray       # i64[M]  ties(i): other non-excluded items with the same score
     rel_above: np.ndarray  # i64[M]  relevant items strictly above
@@ -82,60 +96,111 @@ def _is_sparse(x) -> bool:
     return sp.issparse(x)
 
 
-def _shape(x, name: str) -> tuple[int, int]:
-    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
-    if len(shape) != 2:
-        raise ValueError(f"{name} must be a 2-D [users, items] array, got shape {shape}")
-    return shape
+def _host_rows(x):
+    """``(start, stop) -> x[start:stop]`` as numpy, without copying x whole where avoidable: numpy
+    slices are views, a JAX array on the CPU is read in place, and one on an accelerator moves to
+    the host one block at a time (slicing a CPU JAX array per block would copy each block)."""
+    if isinstance(x, jax.Array) and any(d.platform != "cpu" for d in x.devices()):
+        return lambda start, stop: np.asarray(x[start:stop])
+    whole = np.asarray(x)
+    return lambda start, stop: whole[start:stop]
 
 
-def _as_bool_csr(x, name: str, shape) -> sp.csr_matrix:
-    """A validated boolean CSR copy of a dense (numpy/JAX) or sparse 0/1 matrix."""
+def _mask_entries(x, name: str, shape):
+    """``(start, stop) -> i64[K]``: the true entries of rows start..stop-1 of a relevance-style
+    mask (`validate.relevance_mask`: boolean or 0/1), as sorted flat indices into those rows
+    (row-major). A dense (numpy or JAX) mask is validated and read block by block, never converted
+    whole; a sparse one becomes a bool CSR matrix once (it is small)."""
     if _is_sparse(x):
-        m = sp.csr_matrix(x, copy=True)
-        m.sum_duplicates()
-        values = m.data
-    else:
-        values = np.asarray(x)
-        m = None
-    if values.dtype != bool and not np.all((values == 0) | (values == 1)):
-        raise ValueError(f"{name} must be boolean (or 0/1), got values outside {{0, 1}}")
-    m = sp.csr_matrix(values.astype(bool)) if m is None else m.astype(bool)
-    m.eliminate_zeros()
-    if m.shape != shape:
-        raise ValueError(f"{name} has shape {m.shape} but scores have shape {shape}; "
-                         f"pass one row per user and one column per item")
-    m.sort_indices()
-    return m
+        m = validate.relevance_mask(name, x, shape)
+
+        def sparse_block(start: int, stop: int) -> np.ndarray:
+            rows = m[start:stop]
+            row = np.repeat(np.arange(stop - start), np.diff(rows.indptr))
+            return row * shape[1] + rows.indices
+        return sparse_block
+    validate.matrix_shape(name, x, shape)
+    read = _host_rows(x)
+
+    def dense_block(start: int, stop: int) -> np.ndarray:
+        values = read(start, stop)
+        if values.dtype != bool:                       # a bool block needs no check (nor copy)
+            values = validate.relevance_mask(name, values)
+        return np.flatnonzero(values)
+    return dense_block
 
 
 def _score_source(scores, relevant):
     """(n_users, n_items, block function users -> scores) for an array or a score function."""
     if callable(scores):
-        n_users, n_items = _shape(relevant, "relevant")
+        n_users, n_items = validate.matrix_shape("relevant", relevant, (None, None))
         return n_users, n_items, scores
     if _is_sparse(scores):
         raise ValueError("scores must be a dense [users, items] array (numpy or JAX), "
                          "not a sparse matrix")
-    n_users, n_items = _shape(scores, "scores")
+    n_users, n_items = validate.matrix_shape("scores", scores, (None, None))
     if not np.issubdtype(np.dtype(scores.dtype), np.number) or np.dtype(scores.dtype) == bool:
         raise ValueError(f"scores must be numeric, got dtype {scores.dtype}")
-    return n_users, n_items, lambda users: scores[users[0]:users[-1] + 1]
+    rows = _host_rows(scores)
+    return n_users, n_items, lambda users: rows(users[0], users[-1] + 1)
 
 
-def _block_scores(score_block, users: np.ndarray, n_items: int):
-    """f32[B, I] scores of a contiguous block of users and their row-wise sort (validated)."""
+def _block_scores(score_block, users: np.ndarray, n_items: int) -> np.ndarray:
+    """f32[B, I] scores of a contiguous block of users (shape-checked; maybe a read-only view)."""
     block = np.asarray(score_block(users), dtype=np.float32)
     if block.shape != (len(users), n_items):
         raise ValueError(f"scores for users {users[0]}..{users[-1]} have shape {block.shape}; "
                          f"expected ({len(users)}, {n_items})")
-    ordered = np.sort(block, axis=1)                   # NaN and +inf sort last, -inf first
-    finite = np.isfinite(ordered[:, 0]) & np.isfinite(ordered[:, -1])
+    return block
+
+
+def _sorted_rows(block: np.ndarray, excluded: np.ndarray | None, users: np.ndarray):
+    """Each row's non-excluded scores sorted ascending, and how many there are.  (f32[B, I], i64[B])
+
+    ``excluded``: flat indices into ``block`` (None: nothing excluded). Excluded entries are set
+    to NaN, which sorts last, so row r's ranked items are its first N[r] entries and an excluded
+    item's score is never looked at (it may be -inf or NaN).
+    """
+    ordered = np.array(block, dtype=np.float32)        # a copy: the caller's scores stay as given
+    n_ranked = np.full(len(block), block.shape[1], np.int64)
+    if excluded is not None:
+        np.put(ordered, excluded, np.nan)
+        n_ranked -= np.bincount(excluded // block.shape[1], minlength=len(block))
+    if np.any(n_ranked == 0):
+        bad = int(users[np.flatnonzero(n_ranked == 0)[0]])
+        raise ValueError(f"every item is excluded for user {bad}; a user needs at least one "
+                         "non-excluded item to be ranked (drop the user or exclude fewer items)")
+    ordered.sort(axis=1)                               # NaN last, -inf first
+    last = ordered[np.arange(len(block)), n_ranked - 1]
+    finite = np.isfinite(ordered[:, 0]) & np.isfinite(last)
     if not finite.all():
         bad = int(users[np.flatnonzero(~finite)[0]])
-        raise ValueError(f"scores contain NaN or infinite values (first at user {bad}); "
-                         "replace them with finite numbers (e.g. a large negative score)")
-    return block, ordered
+        raise ValueError(f"scores contain NaN or infinite values (first at user {bad}); replace "
+                         "them with finite numbers (e.g. a large negative score) or exclude "
+                         "those items")
+    return ordered, n_ranked
+
+
+def _count_below(ordered: np.ndarray, n_ranked: np.ndarray, rows: np.ndarray,
+                 targets: np.ndarray) -> np.ndarray:
+    """For each query (row, target): how many of the first ``n_ranked[row]`` entries of that row
+    of ``ordered`` (sorted ascending) are < target.  i64[M].
+
+    One branch-free binary search over all queries of a block at once (log2(I) vectorised steps
+    of a power-of-two stride), instead of an `np.searchsorted` call per user.
+    """
+    flat, width = ordered.reshape(-1), ordered.shape[1]
+    limit = n_ranked[rows]
+    last = rows * width - 1                            # + k: the row's k-th entry (1-based)
+    count = np.zeros(len(targets), np.int64)
+    step = 1 << (int(limit.max(initial=1)).bit_length() - 1)
+    while step:
+        candidate = count + step
+        below = candidate <= limit
+        below &= flat[last + np.minimum(candidate, limit)] < targets
+        count += step * below
+        step >>= 1
+    return count
 
 
 def _row_keys(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -154,36 +219,31 @@ def _count_in_rows(q_rows, q_values, ref_rows, ref_values) -> tuple[np.ndarray, 
             np.searchsorted(ref, q, side="right") - start)
 
 
-def _block_counts(score_block, users, n_items, relevant: sp.csr_matrix, exclude: sp.csr_matrix | None):
-    """Counts for one contiguous block of users (see `_Counts`); ``relevant`` excludes ``exclude``."""
-    block, ordered = _block_scores(score_block, users, n_items)
-    rel = relevant[users[0]:users[-1] + 1]
-    pair_row = np.repeat(np.arange(len(users)), np.diff(rel.indptr))
-    rel_scores = block[pair_row, rel.indices]
-    left = np.empty(len(rel_scores), np.int64)
-    right = np.empty(len(rel_scores), np.int64)
-    for r in range(len(users)):                        # two binary searches per user
-        seg = slice(rel.indptr[r], rel.indptr[r + 1])
-        left[seg] = np.searchsorted(ordered[r], rel_scores[seg], side="left")
-        right[seg] = np.searchsorted(ordered[r], rel_scores[seg], side="right")
-    above, tied = n_items - right, right - left - 1    # among all items
-    n_excluded = np.zeros(len(users), np.int64)
-    if exclude is not None:                            # remove excluded items from both counts
-        ex = exclude[users[0]:users[-1] + 1]
-        n_excluded = np.diff(ex.indptr).astype(np.int64)
-        ex_row = np.repeat(np.arange(len(users)), n_excluded)
-        less, less_equal = _count_in_rows(pair_row, rel_scores, ex_row, block[ex_row, ex.indices])
-        above -= n_excluded[pair_row] - less_equal
-        tied -= less_equal - less
-    n_items_u = n_items - n_excluded
-    if np.any(n_items_u == 0):
-        bad = int(users[np.flatnonzero(n_items_u == 0)[0]])
-        raise ValueError(f"every item is excluded for user {bad}; a user needs at least one "
-                         "non-excluded item to be ranked (drop the user or exclude fewer items)")
-    n_rel = np.diff(rel.indptr).astype(np.int64)
+def _block_counts(score_block, users, n_items, relevant_entries, exclude_entries):
+    """`_Counts` fields for one contiguous block of users (see `_mask_entries`)."""
+    start, stop = int(users[0]), int(users[-1]) + 1
+    block = _block_scores(score_block, users, n_items)
+    relevant = relevant_entries(start, stop)           # flat, in (row, item) order
+    excluded = None if exclude_entries is None else exclude_entries(start, stop)
+    if excluded is not None:                           # an excluded item is never relevant
+        relevant = relevant[~np.isin(relevant, excluded, assume_unique=True)]
+    ordered, n_ranked = _sorted_rows(block, excluded, users)
+    pair_row, item = np.divmod(relevant, n_items)
+    rel_scores = block[pair_row, item]
+    n_rel = np.bincount(pair_row, minlength=len(users)).astype(np.int64)
+    less_all = _count_below(ordered, n_ranked, pair_row, rel_scores)
+    # entries equal to an item's score start at less_all and include the item itself; only where
+    # the next one is equal too (a tie) is the end of the run searched for: "<= v" is "< next(v)"
+    less_equal_all = less_all + 1
+    after = np.minimum(less_equal_all, n_ranked[pair_row] - 1)
+    tie = np.flatnonzero((less_equal_all < n_ranked[pair_row])
+                         & (ordered[pair_row, after] == rel_scores))
+    less_equal_all[tie] = _count_below(ordered, n_ranked, pair_row[tie],
+                                       np.nextafter(rel_scores[tie], np.float32(np.inf)))
     less, less_equal = _count_in_rows(pair_row, rel_scores, pair_row, rel_scores)
-    return (users[pair_row], above, tied, n_rel[pair_row] - less_equal, less_equal - less - 1,
-            n_items_u, n_rel)
+    return (users[pair_row], item, n_ranked[pair_row] - less_equal_all,
+            less_equal_all - less_all - 1, n_rel[pair_row] - less_equal, less_equal - less - 1,
+            n_ranked, n_rel)
 
 
 def _counts(scores, relevant, exclude=None, block_size: int | None = None) -> _Counts:
@@ -192,18 +252,14 @@ def _counts(scores, relevant, exclude=None, block_size: int | None = None) -> _C
     shape = (n_users, n_items)
     if n_users == 0 or n_items == 0:
         raise ValueError(f"scores must have at least one user and one item, got shape {shape}")
-    rel = _as_bool_csr(relevant, "relevant", shape)
-    if exclude is not None:
-        exclude = _as_bool_csr(exclude, "exclude", shape)
-        rel = (rel > exclude).tocsr()                  # an excluded item is never relevant
-        rel.sort_indices()
+    relevant_entries = _mask_entries(relevant, "relevant", shape)
+    exclude_entries = None if exclude is None else _mask_entries(exclude, "exclude", shape)
     if block_size is None:
         block_size = max(1, min(n_users, _DEFAULT_BLOCK_ELEMENTS // n_items))
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    block_size = validate.integer("block_size", block_size, low=1)
     blocks = [np.arange(a, min(a + block_size, n_users)) for a in range(0, n_users, block_size)]
-    work = functools.partial(_block_counts, score_block, n_items=n_items, relevant=rel,
-                             exclude=exclude)
+    work = functools.partial(_block_counts, score_block, n_items=n_items,
+                             relevant_entries=relevant_entries, exclude_entries=exclude_entries)
     if len(blocks) == 1:
         parts = [work(blocks[0])]
     else:
@@ -325,8 +381,7 @@ def _check_k(k, name: str) -> None:
         return
     if name in _NO_K:
         raise ValueError(f"{name} takes no cutoff k; it is defined over the whole ranking")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer (or None for the whole list), got {k!r}")
+    validate.integer("k", k, low=1)
 
 
 def evaluate(scores, relevant, *, exclude=None, metrics: Iterable[str] = ("adg", "ndcg", "ap",
@@ -352,16 +407,12 @@ def _single(name: str, scores, relevant, k, exclude, block_size) -> np.ndarray:
     return _metric_from(c, name, k)
 
 
-def _pair_gains(gains, relevant: sp.csr_matrix) -> np.ndarray:
-    """f64[M]: the validated gain of every stored entry of `relevant` (bool CSR, sorted indices),
-    in CSR order, which is `_counts`' pair order."""
-    shape = relevant.shape
+def _checked_gains(gains, shape):
+    """Validated graded gains f64[U, I]: a dense array or a CSR matrix (only relevant entries are
+    read, by `_pair_gains`)."""
     gains = sp.csr_matrix(gains) if _is_sparse(gains) else np.asarray(gains)
     values = gains.data if _is_sparse(gains) else gains
-    got = tuple(gains.shape)
-    if got != shape:
-        raise ValueError(f"gains has shape {got} but scores have shape {shape}; pass one gain "
-                         "per (user, item), e.g. the ratings with imputed values for missing ones")
+    validate.matrix_shape("gains (one per user and item)", gains, shape)
     if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
         raise ValueError(f"gains must be numeric, got dtype {values.dtype}")
     values = values.astype(np.float64)
@@ -371,8 +422,12 @@ def _pair_gains(gains, relevant: sp.csr_matrix) -> np.ndarray:
     if np.any(values < 0):
         raise ValueError(f"gains must be >= 0 (the ideal DCG sorts gains descending), got "
                          f"{values.min():g}; shift or clip them, e.g. 2**rating - 1")
-    rows = np.repeat(np.arange(shape[0]), np.diff(relevant.indptr))
-    return np.asarray(gains[rows, relevant.indices], np.float64).ravel()
+    return gains
+
+
+def _pair_gains(gains, c: _Counts) -> np.ndarray:
+    """f64[M]: the gain of every (user, relevant item) pair of `c`, in its pair order."""
+    return np.asarray(gains[c.user, c.item], np.float64).ravel()
 
 
 def _graded_idcg_from(c: _Counts, gains: np.ndarray, k) -> np.ndarray:
@@ -390,15 +445,9 @@ def _graded(name: str, scores, relevant, gains, k, exclude, block_size) -> np.nd
     """Graded DCG@k / nDCG@k (module docstring): the binary counts pass, gains per pair."""
     _check_k(k, name)
     n_users, n_items, _ = _score_source(scores, relevant)
-    shape = (n_users, n_items)
-    rel = _as_bool_csr(relevant, "relevant", shape)
-    if exclude is not None:
-        exclude = _as_bool_csr(exclude, "exclude", shape)
-        rel = (rel > exclude).tocsr()
-        rel.sort_indices()
-    pair_gains = _pair_gains(gains, rel)
-    c = _counts(scores, rel, exclude, block_size)
-    assert len(pair_gains) == len(c.user), "gains and counts must share the CSR pair order"
+    gains = _checked_gains(gains, (n_users, n_items))
+    c = _counts(scores, relevant, exclude, block_size)
+    pair_gains = _pair_gains(gains, c)
     with np.errstate(invalid="ignore", divide="ignore"):
         value = _dcg_from(c, k, pair_gains)
         if name == "ndcg":
@@ -465,22 +514,19 @@ def ranks(scores, *, exclude=None, block_size: int | None = None) -> np.ndarray:
     """
     n_users, n_items, score_block = _score_source(scores, None)
     shape = (n_users, n_items)
-    excl = None if exclude is None else _as_bool_csr(exclude, "exclude", shape)
+    exclude_entries = None if exclude is None else _mask_entries(exclude, "exclude", shape)
     block_size = block_size or max(1, min(n_users, _DEFAULT_BLOCK_ELEMENTS // max(n_items, 1)))
     out = np.empty(shape, np.int32)
     for start in range(0, n_users, block_size):
         users = np.arange(start, min(start + block_size, n_users))
-        block, _ = _block_scores(score_block, users, n_items)
-        if excl is not None:
-            ex = excl[start:start + len(users)].tocoo()
-            block = block.copy()
-            block[ex.row, ex.col] = -np.inf
-        ordered = np.sort(block, axis=1)
-        for r, u in enumerate(users):
-            if ordered[r, -1] == -np.inf:
-                raise ValueError(f"every item is excluded for user {u}")
-            out[u] = n_items - np.searchsorted(ordered[r], block[r], side="right")
-        out[users] = np.where(block == -np.inf, -1, out[users])
+        block = _block_scores(score_block, users, n_items)
+        excluded = None if exclude_entries is None else exclude_entries(start, start + len(users))
+        ordered, n_ranked = _sorted_rows(block, excluded, users)
+        rows = out[start:start + len(users)]
+        for r in range(len(users)):
+            rows[r] = n_ranked[r] - np.searchsorted(ordered[r, :n_ranked[r]], block[r], side="right")
+        if excluded is not None:
+            np.put(rows, excluded, -1)
     return out
 
 

@@ -2,7 +2,7 @@
 import numpy as np
 
 from simrec import metrics
-from studies import bench_metrics
+from simrec_studies import bench_metrics
 
 
 def test_numpy_baseline_matches_simrec_on_tie_free_scores():
@@ -10,12 +10,26 @@ def test_numpy_baseline_matches_simrec_on_tie_free_scores():
     tie_free = np.array([len(np.unique(row)) == len(row) for row in scores])
     assert tie_free.sum() > 250
     ours = metrics.evaluate(scores, relevant, exclude=excluded, metrics=bench_metrics.SPECS)
-    base = bench_metrics.numpy_baseline(scores, relevant, excluded, block=64)
+    for masks in ((relevant, excluded), (relevant.toarray(), excluded.toarray())):
+        base = bench_metrics.numpy_baseline(scores, *masks, block=64)
+        for spec in bench_metrics.SPECS:
+            np.testing.assert_allclose(ours[spec][tie_free], base[spec][tie_free], rtol=1e-9,
+                                       err_msg=spec)
+
+
+def test_numpy_baseline_gives_nan_to_users_without_relevant_items():
+    scores, relevant, excluded = bench_metrics.make_data(20, 50, 3, 5, seed=2)
+    relevant = relevant.tolil()
+    relevant[4] = 0
+    base = bench_metrics.numpy_baseline(scores, relevant.tocsr(), excluded, block=8)
     for spec in bench_metrics.SPECS:
-        np.testing.assert_allclose(ours[spec][tie_free], base[spec][tie_free], rtol=1e-9, err_msg=spec)
+        assert np.isnan(base[spec][4]) and not np.isnan(base[spec][np.arange(20) != 4]).any(), spec
 
 
-def test_benchmark_main_runs_small(capsys):
+def test_benchmark_main_runs_small_and_times_dense_and_csr_masks(capsys):
     assert bench_metrics.main(["--users", "200", "--items", "300", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
-    assert "numpy argsort baseline" in out and "RecPack unavailable" in out
+    for line in ("simrec, dense bool masks", "simrec, CSR masks", "numpy row sort + searchsorted",
+                 "dense and CSR masks give identical values: yes", "RecPack unavailable",
+                 "numpy baseline / simrec dense ="):
+        assert line in out, line

@@ -152,6 +152,73 @@ def test_ranks_is_the_strict_count_and_excluded_get_minus_one():
     np.testing.assert_array_equal(metrics.ranks(scores, exclude=sp.csr_matrix(exclude)), got)
 
 
+# ---- dense masks, sparse masks and the score arrays' kinds -------------------------------------------
+
+def _mask_kinds(mask):
+    """The same 0/1 mask as dense numpy bool, dense JAX bool, dense int8, CSR and COO."""
+    return [mask, jnp.asarray(mask), mask.astype(np.int8), sp.csr_matrix(mask), sp.coo_matrix(mask)]
+
+
+def test_dense_and_sparse_masks_match_brute_force_with_ties_and_exclusions():
+    rng = np.random.default_rng(15)
+    scores = rng.integers(0, 3, (50, 7)).astype(np.float32)       # tie-heavy rows
+    relevant = rng.random((50, 7)) < 0.4
+    exclude = rng.random((50, 7)) < 0.25                           # hits relevant items too
+    exclude[:, 0] = False
+    refs = [tie_averaged(scores[u], relevant[u], exclude[u]) for u in range(50)]
+    results = []
+    for rel, ex in zip(_mask_kinds(relevant), _mask_kinds(exclude)):
+        for block_size in (1, 8, None):
+            got = metrics.evaluate(scores, rel, exclude=ex, metrics=ALL, block_size=block_size)
+            for u, ref in enumerate(refs):
+                for spec in ALL:
+                    expected = np.nan if ref is None else ref[spec]
+                    np.testing.assert_allclose(got[spec][u], expected, rtol=1e-10, atol=1e-12,
+                                               equal_nan=True, err_msg=f"{spec} user {u}")
+            results.append(got)
+    for got in results[1:]:                  # exact counts in the same pair order: bit-identical
+        for spec in ALL:
+            np.testing.assert_array_equal(got[spec], results[0][spec], err_msg=spec)
+
+
+def test_dense_and_csr_masks_are_bit_identical_on_a_larger_catalogue():
+    rng = np.random.default_rng(16)
+    n_users, n_items = 37, 500
+    scores = np.round(rng.standard_normal((n_users, n_items)), 1).astype(np.float32)   # ties
+    relevant = rng.random((n_users, n_items)) < rng.uniform(0, 0.5, (n_users, 1))
+    relevant[3] = False                                            # a user without relevant items
+    exclude = rng.random((n_users, n_items)) < rng.uniform(0, 0.5, (n_users, 1))
+    exclude[5] = True
+    exclude[5, 7] = False                                          # one ranked item left
+    relevant[5, 7] = True
+    dense = metrics.evaluate(jnp.asarray(scores), relevant, exclude=exclude, metrics=ALL)
+    for block_size in (1, 6, None):
+        for rel, ex in ((sp.csr_matrix(relevant), sp.csr_matrix(exclude)),
+                        (jnp.asarray(relevant), sp.csr_matrix(exclude)),
+                        (sp.csr_matrix(relevant), jnp.asarray(exclude))):
+            got = metrics.evaluate(scores, rel, exclude=ex, metrics=ALL, block_size=block_size)
+            for spec in ALL:
+                np.testing.assert_array_equal(got[spec], dense[spec], err_msg=spec)
+    assert np.isnan(dense["ndcg"][3]) and dense["ndcg"][5] == 1.0
+
+
+def test_scores_of_excluded_items_are_ignored_and_inputs_left_untouched():
+    rng = np.random.default_rng(17)
+    scores = rng.integers(0, 4, (12, 15)).astype(np.float32)
+    relevant = rng.random((12, 15)) < 0.3
+    exclude = rng.random((12, 15)) < 0.3
+    exclude[:, 0] = False
+    ref = metrics.evaluate(scores, relevant, exclude=exclude, metrics=ALL)
+    ref_ranks = metrics.ranks(scores, exclude=exclude)
+    for masked in (np.where(exclude, -np.inf, scores), np.where(exclude, np.nan, scores)):
+        kept = masked.copy()
+        got = metrics.evaluate(masked, relevant, exclude=exclude, metrics=ALL, block_size=5)
+        for spec in ALL:
+            np.testing.assert_array_equal(got[spec], ref[spec], err_msg=spec)
+        np.testing.assert_array_equal(metrics.ranks(masked, exclude=exclude), ref_ranks)
+        np.testing.assert_array_equal(masked, kept)
+
+
 # ---- edge cases -------------------------------------------------------------------------------------
 
 def test_users_without_relevant_items_get_nan_and_mean_skips_them():
@@ -242,19 +309,22 @@ def test_named_functions_match_evaluate():
 # ---- validation ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call, message", [
-    (lambda s, r: metrics.ndcg(s, r[:, :3]), "relevant has shape"),
-    (lambda s, r: metrics.ndcg(s[0], r), "2-D"),
-    (lambda s, r: metrics.ndcg(s, r, exclude=np.zeros((2, 2), bool)), "exclude has shape"),
-    (lambda s, r: metrics.ndcg(s, r, k=0), "k must be a positive integer"),
-    (lambda s, r: metrics.ndcg(s, r, k=2.5), "k must be a positive integer"),
+    (lambda s, r: metrics.ndcg(s, r[:, :3]), r"relevant must have shape \(4, 6\)"),
+    (lambda s, r: metrics.ndcg(s[0], r), "scores must have shape"),
+    (lambda s, r: metrics.ndcg(s, r, exclude=np.zeros((2, 2), bool)), "exclude must have shape"),
+    (lambda s, r: metrics.ndcg(s, r, k=0), "k must be an integer >= 1"),
+    (lambda s, r: metrics.ndcg(s, r, k=2.5), "k must be an integer >= 1"),
     (lambda s, r: metrics.recall_at(s, r, k=None), "needs a cutoff"),
     (lambda s, r: metrics.evaluate(s, r, metrics=("ndgc",)), "unknown metric"),
     (lambda s, r: metrics.evaluate(s, r, metrics=("adg@5",)), "takes no cutoff"),
     (lambda s, r: metrics.ndcg(s, r, exclude=np.ones_like(r)), "every item is excluded for user 0"),
     (lambda s, r: metrics.ndcg(np.where(r, np.nan, s), r), "NaN or infinite"),
     (lambda s, r: metrics.ndcg(np.where(r, np.inf, s), r), "NaN or infinite"),
-    (lambda s, r: metrics.ndcg(s, r.astype(np.float32) * 2), "boolean"),
-    (lambda s, r: metrics.ndcg(s, r, block_size=0), "block_size"),
+    (lambda s, r: metrics.ndcg(s, r.astype(np.float32) * 2), "relevant must be boolean"),
+    (lambda s, r: metrics.ndcg(s, sp.csr_matrix(r * 2.0)), "relevant must be boolean"),
+    (lambda s, r: metrics.ndcg(s, jnp.asarray(r, jnp.int32) * 3), "relevant must be boolean"),
+    (lambda s, r: metrics.ndcg(s, r, exclude=np.where(r, 0.5, 0.0)), "exclude must be boolean"),
+    (lambda s, r: metrics.ndcg(s, r, block_size=0), "block_size must be an integer >= 1"),
 ])
 def test_bad_input_raises_a_clear_error(call, message):
     rng = np.random.default_rng(9)
@@ -428,8 +498,8 @@ def test_graded_ndcg_is_bounded_and_one_for_scores_sorted_by_gain(row, grades):
 
 
 @pytest.mark.parametrize("gains, message", [
-    (np.ones((4, 5)), "gains has shape"),
-    (np.ones(6), "gains has shape"),
+    (np.ones((4, 5)), r"gains \(one per user and item\) must have shape \(4, 6\)"),
+    (np.ones(6), "gains .* must have shape"),
     (np.where(np.eye(4, 6) > 0, np.nan, 1.0), "NaN or infinite"),
     (np.where(np.eye(4, 6) > 0, np.inf, 1.0), "NaN or infinite"),
     (np.where(np.eye(4, 6) > 0, -1.0, 1.0), ">= 0"),
