@@ -9,7 +9,7 @@ import types
 import typing
 from typing import Any, Mapping
 
-__all__ = ["ConfigError", "config_to_dict", "config_fields", "config_help", "with_overrides"]
+__all__ = ["ConfigError", "config_to_dict", "config_fields", "config_help", "type_name", "with_overrides"]
 
 
 class ConfigError(ValueError):
@@ -24,7 +24,7 @@ def config_to_dict(config) -> dict:
 def config_fields(config, prefix: str = "") -> dict[str, Any]:
     """Flat ``{"a.b": type}`` of every settable leaf field of a nested config dataclass."""
     out = {}
-    hints = typing.get_type_hints(type(config))
+    hints = typing.get_type_hints(type(config), include_extras=True)
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):
@@ -69,13 +69,29 @@ def _docstring_fields(cls) -> dict[str, str]:
     return out
 
 
+def type_name(tp) -> str:
+    """A short readable name of a field type: ``int``, ``tuple[float, ...]``, ``Trained | Popularity``
+    (module paths dropped; ``Annotated[T, parser]`` shown as T)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return type_name(args[0])
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(type_name(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if origin is not None:
+        inner = ", ".join("..." if a is Ellipsis else type_name(a) for a in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
+
+
 def config_help(config, prefix: str = "") -> list[tuple[str, str, Any, str]]:
     """``(dotted key, type name, default, meaning)`` for every leaf field of a config.
 
     The meaning comes from ``field(metadata={"help": ...})``, the field's comment in the class
     source, or a ``name: text`` line of the class docstring; ``""`` where none exists."""
     out = []
-    hints = typing.get_type_hints(type(config))
+    hints = typing.get_type_hints(type(config), include_extras=True)
     comments = {**_docstring_fields(type(config)), **_field_comments(type(config))}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
@@ -83,8 +99,7 @@ def config_help(config, prefix: str = "") -> list[tuple[str, str, Any, str]]:
             out += config_help(value, prefix + f.name + ".")
             continue
         tp = hints.get(f.name, type(value))
-        name = getattr(tp, "__name__", None) if typing.get_origin(tp) is None else None
-        out.append((prefix + f.name, name or str(tp).replace("typing.", ""), value,
+        out.append((prefix + f.name, type_name(tp), value,
                     f.metadata.get("help", comments.get(f.name, ""))))
     return out
 
@@ -122,6 +137,11 @@ _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 def _parse_value(key: str, raw: str, tp) -> Any:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated and callable(tp.__metadata__[0]):
+        try:                                  # a field type with its own parser: Annotated[T, parse]
+            return tp.__metadata__[0](raw)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"config key {key!r}: {err}") from None
     try:
         if origin in (typing.Union, types.UnionType):
             if raw.lower() in ("none", "null") and type(None) in args:

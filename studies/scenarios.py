@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -63,7 +63,7 @@ from simrec.world import World, WorldConfig, drift, make_world, quality_logit
 
 __all__ = [
     "SIGNALS", "LEVELS", "VIEWS", "METHODS", "SLOTS", "SignalConfig", "LevelConfig", "DriftConfig",
-    "RankerConfig", "ScenarioConfig", "PRESETS", "Trained", "Popularity", "NoisyOracle", "Ranker",
+    "RankerConfig", "ScenarioConfig", "PRESETS", "Trained", "Popularity", "NoisyOracle", "Ranker", "RankerField",
     "ranker_label", "parse_ranker", "Platform", "Day", "platforms", "platform", "scores",
     "level_config", "day_factors", "day", "logging_policy", "target_policy", "online",
     "logging_exposure",
@@ -160,14 +160,14 @@ class RankerConfig:
     l2: float = 0.01                 # L2 regularisation
     batch_size: int = 256            # sampled (u, i⁺) pairs per step
     r0_method: str = "mf_auc"        # model of slot r0 (the logger's ranker): mf_auc or mf_adg
-    r0_iterations: int = 100_000     # about this many sampled (u, i⁺) pairs train slot r0
+    r0_pairs: int = 100_000          # about this many sampled (u, i⁺) pairs train slot r0
     rt_method: str = "mf_adg"        # model of slot rt (the target): mf_auc or mf_adg
-    rt_iterations: int = 400_000     # about this many sampled (u, i⁺) pairs train slot rt
+    rt_pairs: int = 400_000          # about this many sampled (u, i⁺) pairs train slot rt
 
     def __post_init__(self):
         _require(0 < self.observation_rate <= 1, f"rankers.observation_rate must be in (0, 1], "
                                                  f"got {self.observation_rate!r}")
-        for name in ("retrieval_dim", "dim", "batch_size", "r0_iterations", "rt_iterations"):
+        for name in ("retrieval_dim", "dim", "batch_size", "r0_pairs", "rt_pairs"):
             _require(_is_int(getattr(self, name), 1), f"rankers.{name} must be an integer >= 1, "
                                                       f"got {getattr(self, name)!r}")
         for name in ("r0_method", "rt_method"):
@@ -223,7 +223,7 @@ PRESETS = {
         level1=LevelConfig(candidates=40, feed_length=30),
         level2=LevelConfig(view="exponential", view_parameter=0.85, candidates=40, feed_length=30,
                            epsilon=0.02, clip=200.0, cascade=0.1, satiation=0.02),
-        rankers=RankerConfig(retrieval_dim=8, dim=8, r0_iterations=5_000, rt_iterations=20_000),
+        rankers=RankerConfig(retrieval_dim=8, dim=8, r0_pairs=5_000, rt_pairs=20_000),
         log_sessions=2048, ab_sessions=2048, online_samples=2),
     "default": ScenarioConfig(),
     # bigger platform and samples
@@ -233,7 +233,7 @@ PRESETS = {
         level1=LevelConfig(candidates=300, feed_length=200),
         level2=LevelConfig(view="exponential", view_parameter=0.95, candidates=300, feed_length=200,
                            epsilon=0.02, clip=200.0, cascade=0.1, satiation=0.02),
-        rankers=RankerConfig(r0_iterations=200_000, rt_iterations=1_000_000),
+        rankers=RankerConfig(r0_pairs=200_000, rt_pairs=1_000_000),
         log_sessions=32_768, ab_sessions=32_768, online_samples=16),
 }
 
@@ -286,7 +286,7 @@ def ranker_label(ranker: Ranker) -> str:
     raise ConfigError(f"a ranker must be Trained, Popularity or NoisyOracle, got {ranker!r}")
 
 
-def parse_ranker(text: str, name: str = "ranker") -> Ranker:
+def parse_ranker(text: str, name: str | None = None) -> Ranker:
     """A ranker from its label (`ranker_label`): "r0", "rt", "popularity", "oracle@SCALE" or
     "oracle@SCALE#DRAW" (for config overrides on the command line). `name`: the config field, for
     the error message."""
@@ -301,8 +301,12 @@ def parse_ranker(text: str, name: str = "ranker") -> Ranker:
             return NoisyOracle(float(scale), int(draw) if draw else 0)
     except (ValueError, ConfigError):
         pass
-    raise ConfigError(f"{name}: cannot read ranker {text!r}; write 'r0', 'rt', 'popularity', "
+    raise ConfigError(f"{name + ': ' if name else ''}cannot read ranker {text!r}; write 'r0', 'rt', 'popularity', "
                       f"'oracle@SCALE' or 'oracle@SCALE#DRAW' (SCALE >= 0, DRAW >= 0)")
+
+
+#: a ranker as a config field: a typed value, read from its label by `--set` (`parse_ranker`)
+RankerField = Annotated[Ranker, parse_ranker]
 
 
 # ---- platform: world, observed feedback, G and the trained models ------------------------------
@@ -356,7 +360,7 @@ def platforms(root: jax.Array, config: ScenarioConfig, replications: Sequence[in
         observed = missing.observe_srs(shared_key(root, f"{name}:observe"), prior, r.observation_rate)
         retrieval = feed.from_table(_scores_table(models.fit(None, models.SVDSpec(r.retrieval_dim), observed)))
         init = shared_key(root, f"{name}:init")             # same initial parameters for r0 and rt
-        methods = {"r0": (r.r0_method, r.r0_iterations), "rt": (r.rt_method, r.rt_iterations)}
+        methods = {"r0": (r.r0_method, r.r0_pairs), "rt": (r.rt_method, r.rt_pairs)}
         trained = {slot: models.fit(init, _spec(methods[slot][0], r), observed, pairs=methods[slot][1])
                    for slot in slots}
         candidates = {level: feed.top_k_candidates(retrieval, level_config(config, level).candidates,

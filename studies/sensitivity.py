@@ -66,8 +66,6 @@ AA = "R0 (A/A)"
 AA_LOGS = " (A/A, 2 logs)"     # suffix of a target compared with itself on two independent logs
 NULL_KINDS = ("aa", "aa_logs", "harmful")          # settings where a CI above 0 is a false positive
 TOP = 0.9                      # sessions with iDCG_τ above this quantile form the "top 10 %"
-#: a ranker in a config: a typed value, or its label (`scenarios.parse_ranker`, for --set)
-RankerSpec = str | Trained | Popularity | NoisyOracle
 #: the record schema. part: "truth" (statistic exact, exact_se, ab_mean or ab_se of a policy's
 #: online value; m NaN, metric ""), "paired" (the difference of a target against R₀ on D₀ᵈ:
 #: statistic mean, se, low, high, p, top, rest, and the target's own value and value_se; target
@@ -76,13 +74,6 @@ RankerSpec = str | Trained | Popularity | NoisyOracle
 #: 1/ε₀ of D₀ᵈ; m NaN). target: a ranker label (`scenarios.ranker_label`), "R0" or `AA`.
 COLUMNS = {"part": str, "level": str, "day": int, "m": float, "signal": str, "target": str, "metric": str,
            "statistic": str, "value": float}
-
-
-def _rankers(values, name: str) -> tuple:
-    """A tuple of typed rankers from typed values or labels (`scenarios.parse_ranker`)."""
-    if isinstance(values, (str, Trained, Popularity, NoisyOracle)):
-        values = (values,)
-    return tuple(scenarios.parse_ranker(v, name) if isinstance(v, str) else v for v in values)
 
 
 @dataclass(frozen=True)
@@ -94,12 +85,12 @@ class SensitivityConfig:
     scenario: scenarios.ScenarioConfig = field(default_factory=lambda: AB_POWERED)
     levels: tuple[str, ...] = scenarios.LEVELS       # feed levels scored
     #: the ranker of R₀ (epsilon-greedy around it, `scenarios.logging_policy`)
-    logger: scenarios.Ranker = field(default_factory=lambda: Trained("r0"))
+    logger: scenarios.RankerField = field(default_factory=lambda: Trained("r0"))
     #: rankers of deterministic targets intended to beat R₀ (`scenarios.Ranker` values; on the
     #: command line their labels, e.g. --set improving=rt,oracle@2,oracle@2#1,popularity)
-    improving: tuple[RankerSpec, ...] = (Trained("rt"), NoisyOracle(2.0), NoisyOracle(1.0))
+    improving: tuple[scenarios.RankerField, ...] = (Trained("rt"), NoisyOracle(2.0), NoisyOracle(1.0))
     #: rankers of deterministic targets intended to lose to R₀ (as improving)
-    harmful: tuple[RankerSpec, ...] = (NoisyOracle(4.0), NoisyOracle(8.0), Popularity())
+    harmful: tuple[scenarios.RankerField, ...] = (NoisyOracle(4.0), NoisyOracle(8.0), Popularity())
     m: tuple[float, ...] = M_GRID                    # clipping grid shown (inf allowed; a report field)
     confidence: float = 0.99                         # confidence level of the offline CIs
     ab_alpha: float = 0.001                          # the A/B p-value an improvement needs
@@ -110,10 +101,11 @@ class SensitivityConfig:
     zero_ideal: str = "zero"
 
     def __post_init__(self):
-        object.__setattr__(self, "improving", _rankers(self.improving, "improving"))
-        object.__setattr__(self, "harmful", _rankers(self.harmful, "harmful"))
-        if not isinstance(self.logger, (Trained, Popularity, NoisyOracle)):
-            raise ConfigError(f"logger must be a ranker such as Trained('r0'), got {self.logger!r}")
+        for name, rankers in (("logger", (self.logger,)), ("improving", self.improving), ("harmful", self.harmful)):
+            if not isinstance(rankers, tuple) or not all(isinstance(r, (Trained, Popularity, NoisyOracle))
+                                                         for r in rankers):
+                raise ConfigError(f"{name} must hold rankers such as Trained('rt') or NoisyOracle(2.0) (on "
+                                  f"the command line their labels, e.g. rt,oracle@2), got {rankers!r}")
         if not self.levels or len(set(self.levels)) != len(self.levels) or \
                 not set(self.levels) <= set(scenarios.LEVELS):
             raise ConfigError(f"levels must be distinct names from {scenarios.LEVELS}, got {self.levels}")
@@ -733,7 +725,7 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
         f"rates, see `table_settings`; {int((verified.ab_p_holm < config.ab_alpha).sum())} of the {len(verified)} "
         f"verified improvements also pass Holm's correction over all {int((settings.kind == 'improving').sum())} "
         f"A/B claims.",
-        "**Claim (d)** of the issue (Jeunen et al. Fig. 1: moderate clipping maximises TPR, m = ∞ loses "
+        "**Claim (d)** (Jeunen et al. Fig. 1: moderate clipping maximises TPR, m = ∞ loses "
         "sensitivity, DCG beats nDCG over a wide range of m):\n\n" + "\n".join(_verdicts(config, rates, frame)),
         *_why(config, lift, mechanism, weights),
         f"*False positives.* FPR_harmful is the share of verified harmful settings whose CI lies strictly above "

@@ -155,7 +155,7 @@ def report(config: ValidVsTestConfig, records: pd.DataFrame) -> Report:
              "user: " + "; ".join(
                  f"{r.dataset}: " + ", ".join(f"{s} {r[s]:.1f}" for s in SETS if s in r and not
                                               pd.isna(r[s])) for _, r in sizes.iterrows()), ""]
-    lines += ["Protocols: 'held-out excluded' (the brief's protocol) ranks valid without train "
+    lines += ["Protocols: 'held-out excluded' (the usual protocol) ranks valid without train "
               "and test, test without train and valid, P⁺∖O⁺ without O⁺ (each set in its own list), "
               "each averaged over the users with an item in it; 'train excluded, common users' "
               "ranks all three in one list without the training items and averages over the users "
@@ -181,4 +181,4 @@ STUDY = Study(
     description="Lim et al. Table 2 extended: UBM measures (ATOP, ADG, Recall@10) agree on valid, "
                 "test and the unobserved relevant items P⁺∖O⁺; MAP and NDCG do not",
     presets=PRESETS, cells=cells, setup=opt_adg.setup, compute=compute, report=report,
-    columns=opt_adg.COLUMNS, expected_seconds={"smoke": 10, "default": 150, "paper": 8000})
+    columns=opt_adg.COLUMNS, expected_seconds={"smoke": 10, "default": 115, "paper": 8000})

@@ -481,3 +481,27 @@ def test_config_help_falls_back_to_the_class_docstring():
 
     rows = {key: meaning for key, _, _, meaning in runner.config_help(Documented())}
     assert rows == {"users": "catalogue sizes.", "items": "catalogue sizes.", "rate": "observation rate"}
+
+
+def _parse_pair(text: str) -> tuple[int, int]:
+    left, sep, right = text.partition(":")
+    if not sep:
+        raise ValueError(f"expected A:B, got {text!r}")
+    return int(left), int(right)
+
+
+def test_annotated_fields_parse_with_their_own_parser_and_show_short_type_names():
+    from typing import Annotated
+
+    @dataclass(frozen=True)
+    class WithParser:
+        pairs: tuple[Annotated[tuple, _parse_pair], ...] = ((1, 2),)     # pairs A:B
+        kind: Literal["a", "b"] = "a"
+        scale: float | None = None
+
+    config = runner.with_overrides(WithParser(), {"pairs": "3:4,5:6"})
+    assert config.pairs == ((3, 4), (5, 6))
+    with pytest.raises(ConfigError, match="config key 'pairs': expected A:B, got 'x'"):
+        runner.with_overrides(WithParser(), {"pairs": "x"})
+    types = {key: tp for key, tp, _, _ in runner.config_help(WithParser())}
+    assert types == {"pairs": "tuple[tuple, ...]", "kind": "one of 'a', 'b'", "scale": "float | None"}

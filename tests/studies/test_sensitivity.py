@@ -148,14 +148,17 @@ def test_config_validation_names_the_field():
         sensitivity.SensitivityConfig(confidence=1.0)
     with pytest.raises(runner.ConfigError, match="distinct rankers"):
         sensitivity.SensitivityConfig(harmful=(NoisyOracle(2.0),))
-    with pytest.raises(runner.ConfigError, match="harmful: cannot read ranker 'oracle'"):
-        sensitivity.SensitivityConfig(harmful=("oracle",))
-    with pytest.raises(runner.ConfigError, match="logger must be a ranker"):
+    with pytest.raises(runner.ConfigError, match="harmful must hold rankers such as"):
+        sensitivity.SensitivityConfig(harmful=("oracle@2",))                    # labels only via --set
+    with pytest.raises(runner.ConfigError, match="config key 'harmful': cannot read ranker 'oracle'"):
+        runner.with_overrides(sensitivity.SensitivityConfig(), {"harmful": "oracle"})
+    with pytest.raises(runner.ConfigError, match="logger must hold rankers"):
         sensitivity.SensitivityConfig(logger="r0")
 
 
 def test_rankers_are_typed_and_labels_parse():
-    config = sensitivity.SensitivityConfig(improving=("rt", "oracle@0.5#2"), harmful=(Popularity(), "oracle@4"))
+    config = runner.with_overrides(sensitivity.SensitivityConfig(), {"improving": "rt,oracle@0.5#2",
+                                                                     "harmful": "popularity,oracle@4"})
     assert config.improving == (Trained("rt"), NoisyOracle(0.5, 2))
     assert config.harmful == (Popularity(), NoisyOracle(4.0))
     assert sensitivity.PRESETS["default"].targets == (Trained("rt"), NoisyOracle(2.0), NoisyOracle(1.0),
