@@ -525,6 +525,15 @@ def _compute_cells(study: Study, config, root, cells: list[dict], base: dict, ca
     return _Computed(rows, computed, setup_s)
 
 
+@contextlib.contextmanager
+def _plot_style():
+    """Matplotlib's global style as it was before, whatever a report sets (e.g. ``sns.set_theme``),
+    so a study's figures never depend on which study ran before it in the same process."""
+    import matplotlib
+    with matplotlib.rc_context():
+        yield
+
+
 def _write_report(folder: Path, records, report: Report) -> list[str]:
     """records.csv, the tables and the figures into ``folder``; the file names."""
     buf = io.StringIO()
@@ -593,8 +602,9 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
         bar = Progress(len(cells), study.name, enabled=progress)
         done = _compute_cells(study, config, jax.random.key(seed), cells, base, cache, memo, bar)
         records = records_frame(study, done.rows)
-        report = study.report(config, records)
-        files = _write_report(folder.staging, records, report)
+        with _plot_style():
+            report = study.report(config, records)
+            files = _write_report(folder.staging, records, report)
         wall = time.perf_counter() - started
         manifest = _manifest(study, config, preset, seed, done, len(cells), version, wall, len(records), files)
         atomic_write_text(folder.staging / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")

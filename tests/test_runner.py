@@ -505,3 +505,19 @@ def test_annotated_fields_parse_with_their_own_parser_and_show_short_type_names(
         runner.with_overrides(WithParser(), {"pairs": "x"})
     types = {key: tp for key, tp, _, _ in runner.config_help(WithParser())}
     assert types == {"pairs": "tuple[tuple, ...]", "kind": "one of 'a', 'b'", "scale": "float | None"}
+
+
+def test_a_reports_global_plot_style_does_not_leak_into_the_next_study(tmp_path):
+    import matplotlib
+
+    def styled_report(config, records):
+        import seaborn as sns
+        sns.set_theme(style="darkgrid", font_scale=2)
+        return toy_report(config, records)
+
+    runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "alone", progress=False)
+    before = {k: v for k, v in matplotlib.rcParams.items() if k != "backend"}
+    runner.run(replace(TOY, report=styled_report), ToyConfig(draws=1), out=tmp_path / "styled", progress=False)
+    assert {k: v for k, v in matplotlib.rcParams.items() if k != "backend"} == before
+    runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "after", progress=False)
+    assert (tmp_path / "alone" / "fig_toy.png").read_bytes() == (tmp_path / "after" / "fig_toy.png").read_bytes()
