@@ -158,7 +158,8 @@ def cmd_run(args) -> int:
             out = Path(args.out) / study.name if len(plans) > 1 else Path(args.out)
         else:
             out = default_out(study.name, args.preset, args.seed, sets)
-            wrote_results |= out.parent == RESULTS
+        # a run written into results/ (the default, or e.g. --out results/STUDY_paper) is indexed
+        wrote_results |= out.resolve().parent == RESULTS.resolve()
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
                       progress=not args.quiet, memo=memo, notes=_data_notes())
         print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "

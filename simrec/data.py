@@ -28,6 +28,10 @@ Preprocessing follows the papers: `binarize` keeps ratings >= a threshold as pos
 4 and 5 stars; Jeunen App. A: ratings >= 4), `filter_min_counts` takes the (min_user, min_item)
 core (Jeunen App. A: items with >= 5 users), `densify_top` keeps the most active users and most
 popular items (Lim §6). Per-user train/test splits are `simrec.missing.split_per_user`.
+
+`load_coat` reads the Coat shopping data (Schnabel, Swaminathan, Singh, Chandak, Joachims,
+ICML'16): dense whitespace-separated user x item matrices of self-selected (MNAR) ratings,
+ratings of items assigned at random (MCAR) and the authors' estimated observation propensities.
 """
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ from simrec import validate
 
 __all__ = [
     "FORMATS", "COLUMN_NAMES", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
-    "filter_ratings", "filter_min_counts", "densify_top",
+    "filter_ratings", "filter_min_counts", "densify_top", "COAT_FILES", "Coat", "load_coat",
 ]
 
 FORMATS = ("csv", "tsv", "dat")
@@ -418,3 +422,102 @@ def densify_top(interactions: Interactions, n_users: int, n_items: int) -> Inter
     rows = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
     user_counts = np.bincount(rows[keep_items[ratings.indices]], minlength=ratings.shape[0])
     return _subset(interactions, _top(user_counts, n_users), keep_items)
+
+
+# --------------------------------------------------------------------------------------------
+# Coat (dense MNAR / MCAR rating matrices with propensities)
+# --------------------------------------------------------------------------------------------
+
+#: the files of a Coat folder, by `Coat` field
+COAT_FILES = {"train": "train.ascii", "test": "test.ascii", "propensities": "propensities.ascii"}
+
+
+@dataclass(frozen=True)
+class Coat:
+    """The Coat shopping data (Schnabel et al., ICML'16): U users x I coats.
+
+    train: f32 CSR [U, I], the ratings users chose to give (missing not at random), 1..5 stars,
+        unrated pairs not stored; test: f32 CSR [U, I], the ratings of items assigned uniformly at
+        random (missing completely at random), same layout; the two may share pairs;
+    propensities: f64[U, I] in (0, 1], the authors' estimate of P(pair (u, i) is rated in train).
+    """
+    train: sp.csr_matrix
+    test: sp.csr_matrix
+    propensities: np.ndarray
+
+    def __post_init__(self):
+        shape = self.propensities.shape
+        for name in ("train", "test"):
+            matrix = getattr(self, name)
+            if not sp.issparse(matrix) or matrix.format != "csr" or matrix.shape != shape:
+                raise ValueError(f"Coat.{name} must be a CSR matrix of the propensities' shape "
+                                 f"{shape}, got {type(matrix).__name__} {matrix.shape}")
+
+
+def _dense_matrix(path: Path) -> np.ndarray:
+    """A dense matrix of whitespace-separated numbers, one row per line (trailing blank lines
+    allowed); a ragged row, a non-number or a blank line inside is a ValueError naming the line."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (a Coat folder holds {', '.join(COAT_FILES.values())})")
+    with open(path, encoding="utf-8", errors="replace") as file:
+        lines = file.read().splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        raise ValueError(f"{path}: empty file; expected a dense matrix, one row per line")
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        fields = line.split()
+        if not fields:
+            raise _fail(path, number, "blank line inside the matrix")
+        try:
+            row = np.array([float(field) for field in fields])
+        except ValueError:
+            bad = next(field for field in fields if not _is_number(field))
+            raise _fail(path, number, f"{bad!r} is not a number") from None
+        if rows and len(row) != len(rows[0]):
+            raise _fail(path, number, f"{len(row)} columns, but line 1 has {len(rows[0])}")
+        if not np.all(np.isfinite(row)):
+            raise _fail(path, number, "NaN or infinite value")
+        rows.append(row)
+    return np.stack(rows)
+
+
+def _first_bad(path: Path, bad: np.ndarray, values: np.ndarray, expected: str) -> ValueError:
+    row, column = np.argwhere(bad)[0]
+    return _fail(path, int(row) + 1, f"column {int(column) + 1} holds {values[row, column]:g}; "
+                 f"expected {expected}")
+
+
+def load_coat(folder) -> Coat:
+    """Read a Coat folder (`COAT_FILES`: train.ascii, test.ascii, propensities.ascii; dense
+    whitespace-separated matrices with one user per line and one item per column).
+
+    Ratings must be 0 (unrated) or in [1, 5]; propensities in (0, 1]; the three matrices must have
+    the same shape. A violation is a ValueError naming the file and the 1-based line (user).
+    Returns `Coat` (ratings as f32 CSR with the unrated zeros not stored, propensities f64).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such folder; pass the folder holding "
+                         f"{', '.join(COAT_FILES.values())}")
+    paths = {name: folder / file for name, file in COAT_FILES.items()}
+    matrices = {name: _dense_matrix(path) for name, path in paths.items()}
+    shape = matrices["train"].shape
+    for name, matrix in matrices.items():
+        if matrix.shape != shape:
+            raise ValueError(f"{paths[name]}: a {matrix.shape[0]} x {matrix.shape[1]} matrix, but "
+                             f"{paths['train'].name} is {shape[0]} x {shape[1]}; the three Coat "
+                             f"files must have the same users (lines) and items (columns)")
+    for name in ("train", "test"):
+        ratings = matrices[name]
+        bad = (ratings != 0) & ((ratings < 1) | (ratings > 5))
+        if bad.any():
+            raise _first_bad(paths[name], bad, ratings, "0 (unrated) or a rating in 1..5")
+    propensities = matrices["propensities"]
+    bad = (propensities <= 0) | (propensities > 1)
+    if bad.any():
+        raise _first_bad(paths["propensities"], bad, propensities, "a propensity in (0, 1]")
+    return Coat(train=sp.csr_matrix(matrices["train"].astype(np.float32)),
+                test=sp.csr_matrix(matrices["test"].astype(np.float32)),
+                propensities=propensities)

@@ -17,7 +17,9 @@ such as 0.3 times 5 counts as the exact half 1.5), but at least one observation 
 non-empty prior set and a positive rate.
 
 Splits follow Lim §6 (per user, fractions of O+_u uniformly at random into train/valid/test,
-repeated for several independent folds) and FastML's strong generalisation (whole users held out).
+repeated for several independent folds), FastML's strong generalisation (whole users held out)
+and Steck's protocols (RecSys'13, §3.3: a fixed number of test ratings per active user, and
+random unrated items to rank beside them).
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ from simrec.world import World, quality, quality_pairs, user_blocks
 __all__ = [
     "DEFAULT_OBSERVATION_RATE", "prior_relevant", "user_rates", "observe_srs",
     "observe_mnar_popularity", "observe_mnar_quality", "expected_observed_count",
-    "calibrate_offset", "Split", "split_per_user", "UserSplit", "split_users",
+    "calibrate_offset", "Split", "split_per_user", "UserSplit", "split_users", "split_steck",
+    "sample_unrated",
 ]
 
 # SRS observation rate at which the paper-like world presets are calibrated (simrec.world.PRESETS).
@@ -173,12 +176,14 @@ def _row_positions(matrix: sp.csr_matrix, scores: np.ndarray) -> np.ndarray:
     return positions
 
 
-def _keep_entries(matrix: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
-    """The bool CSR matrix holding the stored entries of `matrix` where keep[nnz] is True."""
+def _keep_entries(matrix: sp.csr_matrix, keep: np.ndarray, *,
+                  values: bool = False) -> sp.csr_matrix:
+    """The CSR matrix holding the stored entries of `matrix` where keep[nnz] is True: bool, or
+    with their stored values when `values`."""
     counts = np.bincount(_entry_rows(matrix)[keep], minlength=matrix.shape[0])
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return sp.csr_matrix((np.ones(int(keep.sum()), dtype=bool), matrix.indices[keep], indptr),
-                         shape=matrix.shape)
+    data = matrix.data[keep] if values else np.ones(int(keep.sum()), dtype=bool)
+    return sp.csr_matrix((data, matrix.indices[keep], indptr), shape=matrix.shape)
 
 
 def _sample_within_rows(key: jax.Array, prior: sp.csr_matrix, rate,
@@ -409,3 +414,56 @@ def split_users(key: jax.Array, observed, held_out_fraction: float) -> UserSplit
     train_users = np.sort(permutation[n_held:]).astype(np.int64)
     return UserSplit(train=observed[train_users], held_out=observed[held_out_users],
                      train_users=train_users, held_out_users=held_out_users)
+
+
+def split_steck(key: jax.Array, ratings, *, min_ratings: int = 20, n_test: int = 10
+                ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Steck's split for ranking the rated test items (RecSys'13, §3.3, Table 1 (b)): only users
+    with at least `min_ratings` ratings are kept; of each, `n_test` ratings chosen uniformly at
+    random go to the test set and the rest to the training set.
+
+    ratings: [U, I] numbers (scipy.sparse or dense; stored non-zero entries are the ratings, 0 =
+    unrated). Returns (train, test), CSR [U, I] of ratings' values with sorted indices: disjoint,
+    together exactly the ratings of the kept users; a user with fewer than `min_ratings` ratings
+    has empty rows in both. Entry j of the ratings (row-major) is ordered by the j-th uniform of
+    `key`, so the split depends on (key, ratings) only.
+    n_test >= 1 and min_ratings > n_test (every kept user keeps a training rating).
+    """
+    n_test = validate.integer("n_test", n_test, low=1)
+    min_ratings = validate.integer("min_ratings", min_ratings, low=1)
+    if min_ratings <= n_test:
+        raise ValueError(f"min_ratings must exceed n_test so that every kept user keeps a "
+                         f"training rating, got min_ratings={min_ratings}, n_test={n_test}")
+    matrix = sp.csr_matrix(ratings, dtype=np.float64, copy=True)
+    validate.finite_values("ratings", matrix.data)
+    matrix.sum_duplicates()
+    matrix.eliminate_zeros()
+    matrix.sort_indices()
+    rows = _entry_rows(matrix)
+    kept = (np.diff(matrix.indptr) >= min_ratings)[rows]
+    positions = _row_positions(matrix, _uniforms(key, matrix.nnz))
+    in_test = kept & (positions < n_test)
+    return (_keep_entries(matrix, kept & ~in_test, values=True),
+            _keep_entries(matrix, in_test, values=True))
+
+
+def sample_unrated(key: jax.Array, rated, n: int) -> sp.csr_matrix:
+    """Per user, n items drawn uniformly without replacement from those outside `rated` (all of
+    them when fewer): Steck's protocol (a) ranks a random 1,000 unrated items beside the user's
+    rated test items (RecSys'13, §3.3).
+
+    rated: bool [U, I] (sparse or dense), every item the user has rated. Returns bool CSR [U, I]
+    with sorted indices, disjoint from `rated`. Item i of user u is ordered by the (u·I + i)-th
+    uniform of `key`, so the draw depends on (key, rated, n) only. O(U·I) time and memory.
+    """
+    rated = _as_relevance(rated, "rated")
+    n = validate.integer("n", n, low=1)
+    n_users, n_items = rated.shape
+    scores = _uniforms(key, n_users * n_items).reshape(n_users, n_items)
+    scores[_entry_rows(rated), rated.indices] = np.inf          # rated items are never drawn
+    if n < n_items:
+        cut = np.partition(scores, n - 1, axis=1)[:, n - 1:n]      # the n-th smallest per user
+        chosen = (scores <= cut) & np.isfinite(scores)
+    else:
+        chosen = np.isfinite(scores)
+    return sp.csr_matrix(chosen)

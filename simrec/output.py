@@ -206,7 +206,9 @@ def write_results_index(root: Path | str) -> Path:
         rows.append(f"| [{manifest['study']}]({folder}/README.md) | {description} | "
                     f"{manifest.get('preset')} | {manifest['seed']} | {manifest['wall_time_s']:.0f} s | "
                     f"{tables} | {figures} |")
-    text = ["# Results", "", "Committed outputs of every study at its default preset. Regenerate one "
+    text = ["# Results", "", "Committed outputs of every study at its default preset (and of some "
+            "studies at their `paper` preset, in a folder named STUDY_paper: `simrec run STUDY "
+            "--preset paper --out results/STUDY_paper`). Regenerate one "
             "with `simrec run STUDY` (or all with `simrec run all`); each folder's `manifest.json` "
             "holds the exact config, seed, package versions, git commit and wall time, and "
             "`records.csv` the tidy records every table is computed from.", "",

@@ -9,6 +9,8 @@
   differently.
 - Monte Carlo summaries (bias and RMSE over replications) and Holm's step-down correction for
   cells that run many tests.
+- Noise-aware winners (Steck, RecSys'13, §3.3): a paired difference of two models measured on
+  K disjoint parts of the test users names a winner only beyond z standard errors.
 
 Everything is numpy/scipy in float64, not JAX: the inputs are small summaries (days, settings,
 models, replications) and tail p-values need double precision. Samples lie along ``axis`` (the
@@ -18,6 +20,7 @@ argument: mismatched lengths, too few points, NaN or ±inf (NaN is accepted only
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +31,7 @@ from simrec import validate
 __all__ = [
     "pearson", "kendall_tau", "mean_ci", "one_sided_p", "Sensitivity", "sensitivity_summary",
     "sensitivity_from_moments", "z_test",
-    "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni",
+    "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni", "Winner", "paired_winner", "TIE",
     "CI_METHODS", "ALTERNATIVES", "NAN_POLICIES",
 ]
 
@@ -38,6 +41,8 @@ CI_METHODS = ("normal", "t")
 ALTERNATIVES = ("greater", "less")
 #: "raise": NaN is an error; "omit": NaN samples are skipped (e.g. sessions whose ideal DCG is 0)
 NAN_POLICIES = ("raise", "omit")
+#: `Winner.winner` when neither model is ahead by more than z standard errors
+TIE = "tie"
 _PAIR_BLOCK_ELEMENTS = 1 << 22  # pairs compared per block in `_pair_counts` (bounded memory)
 
 
@@ -512,3 +517,55 @@ def holm_bonferroni(p_values, alpha: float = 0.05):
     adjusted = np.empty_like(p)
     np.put_along_axis(adjusted, order, np.minimum(1.0, np.maximum.accumulate(scaled, axis=-1)), axis=-1)
     return adjusted <= alpha, adjusted
+
+
+# --------------------------------------------------------------------------------------------
+# Noise-aware winners
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Winner:
+    """The verdict of `paired_winner` on a difference A − B."""
+    winner: str          # the name of A or of B, or `TIE`
+    difference: float    # mean of the per-part differences A − B
+    se: float            # its standard error sd / √K
+    z: float             # difference / se (±inf when se = 0 and difference ≠ 0; 0 when both are 0)
+
+
+def paired_winner(difference_parts, *, names: tuple[str, str] = ("A", "B"), z: float = 2.0
+                  ) -> Winner:
+    """The winner of two models compared on K disjoint parts of the test users (Steck, RecSys'13,
+    §3.3, splits the test set into five parts to estimate the standard deviation of each measure):
+
+        d̄ = (1/K) Σₖ dₖ,   se = s / √K  (s the sample standard deviation of the dₖ, ddof = 1),
+        winner = names[0] if d̄ > z·se,  names[1] if d̄ < −z·se,  else "tie",
+
+    where dₖ is metric(A) − metric(B) on part k, "better" meaning larger (pass the negated
+    difference for a lower-is-better metric such as RMSE). The comparison is strict: a difference
+    exactly at ±z·se is a tie, and so is d̄ = 0 with se = 0 (identical models).
+
+    difference_parts: f[K], K >= 2 finite values (use K >= 5 parts, as Steck does: with K − 1
+    degrees of freedom se itself is noisy). names: the two models' names, distinct and neither
+    `TIE`. z: the threshold in standard errors, finite and > 0 (2 by default).
+    """
+    parts = _float_array(difference_parts, "difference_parts")
+    if parts.ndim != 1:
+        raise ValueError(f"difference_parts must be 1-D (one difference per part of the test "
+                         f"users), got shape {parts.shape}")
+    if parts.size < 2:
+        raise ValueError(f"difference_parts needs at least 2 parts to estimate a standard error "
+                         f"(split the test users into K >= 5 parts), got {parts.size}")
+    if np.isnan(parts).any():
+        raise ValueError("difference_parts contains NaN: a part without a metric value (e.g. no "
+                         "relevant test item) must be merged into another part or dropped")
+    validate.finite_values("difference_parts", parts)
+    if len(names) != 2 or not all(isinstance(n, str) for n in names) or names[0] == names[1] \
+            or TIE in names:
+        raise ValueError(f"names must be two distinct model names, neither {TIE!r}, got {names!r}")
+    if not (math.isfinite(z) and z > 0):
+        raise ValueError(f"z must be a finite number of standard errors > 0, got {z}")
+    mean, se, _ = _mean_se(parts, np.ones(parts.shape, bool))
+    mean, se = float(mean), float(se)
+    statistic = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
+    winner = names[0] if mean > z * se else names[1] if mean < -z * se else TIE
+    return Winner(winner=winner, difference=mean, se=se, z=statistic)

@@ -118,6 +118,15 @@ def test_without_out_only_the_default_run_writes_results(toy_registry, tmp_path,
     assert "| default | 0 |" in (tmp_path / "results" / "README.md").read_text()
 
 
+def test_a_paper_run_written_into_results_is_indexed_beside_the_default(toy_registry, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "toy", "--quiet"]) == 0
+    assert cli.main(["run", "toy", "--preset", "smoke", "--out", "results/toy_paper", "--quiet"]) == 0
+    index = (tmp_path / "results" / "README.md").read_text()
+    assert "| default | 0 |" in index and "| smoke | 0 |" in index and "toy_paper/README.md" in index
+
+
 def test_sweep_writes_one_folder_per_value_and_a_stacked_table(toy_registry, tmp_path):
     code = cli.main(["sweep", "scale", "--study", "toy", "--values", "1,2,inf", "--preset", "smoke",
                      "--out", str(tmp_path), "--quiet"])

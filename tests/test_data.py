@@ -1,12 +1,14 @@
 import itertools
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from simrec.data import (Interactions, binarize, densify_top, filter_min_counts, filter_ratings,
-                         item_index, load_interactions, user_index)
+from simrec.data import (COAT_FILES, Interactions, binarize, densify_top, filter_min_counts,
+                         filter_ratings, item_index, load_coat, load_interactions, user_index)
+from simrec_studies._data import data_root
 
 REAL_RATINGS = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ml-latest-small"
                 / "ratings.csv")
@@ -288,3 +290,89 @@ def test_movielens_latest_small_when_present():
     assert data.ratings.nnz == 100836
     assert data.timestamps is not None and data.timestamps.shape == (100836,)
     assert set(np.unique(data.ratings.data)) <= {0.5 * k for k in range(1, 11)}
+
+
+# ---- Coat --------------------------------------------------------------------------------------
+
+COAT_TRAIN = np.array([[0, 4, 0, 1], [5, 0, 2, 0], [0, 0, 3, 4]], np.float64)
+COAT_TEST = np.array([[1, 0, 5, 0], [0, 3, 0, 0], [2, 0, 3, 0]], np.float64)
+COAT_PROPENSITIES = np.array([[0.1, 0.25, 0.5, 1.0], [0.05, 0.2, 0.3, 0.4], [0.01, 0.02, 0.9, 0.6]])
+
+
+def write_coat(folder: Path, train=COAT_TRAIN, test=COAT_TEST, propensities=COAT_PROPENSITIES,
+               fmt: str = "%g") -> Path:
+    """A Coat-layout folder (dense matrices, spaces between columns, one user per line)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, matrix in (("train", train), ("test", test), ("propensities", propensities)):
+        np.savetxt(folder / COAT_FILES[name], matrix, fmt=fmt)
+    return folder
+
+
+def test_load_coat_round_trips_a_fixture(tmp_path):
+    coat = load_coat(write_coat(tmp_path / "coat", fmt="%.18e"))      # the shipped number format
+    for name, expected in (("train", COAT_TRAIN), ("test", COAT_TEST)):
+        matrix = getattr(coat, name)
+        assert sp.issparse(matrix) and matrix.format == "csr" and matrix.dtype == np.float32
+        np.testing.assert_array_equal(matrix.toarray(), expected)
+        assert matrix.nnz == np.count_nonzero(expected)                # unrated zeros not stored
+    assert coat.propensities.dtype == np.float64
+    np.testing.assert_array_equal(coat.propensities, COAT_PROPENSITIES)
+
+
+def _replace_line(path: Path, line: int, text: str) -> None:
+    lines = path.read_text().splitlines()
+    lines[line - 1] = text
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("file, line, text, problem", [
+    ("train.ascii", 2, "5 0 2", "train.ascii, line 2: 3 columns, but line 1 has 4"),
+    ("test.ascii", 3, "2 0 x 0", "test.ascii, line 3: 'x' is not a number"),
+    ("train.ascii", 3, "0 0 6 4", "train.ascii, line 3: column 3 holds 6; expected 0 (unrated) "
+                                 "or a rating in 1..5"),
+    ("test.ascii", 1, "1 0 0.5 0", "test.ascii, line 1: column 3 holds 0.5"),
+    ("propensities.ascii", 2, "0.05 0 0.3 0.4", "propensities.ascii, line 2: column 2 holds 0; "
+                                               "expected a propensity in (0, 1]"),
+    ("propensities.ascii", 1, "0.1 1.5 0.5 1", "propensities.ascii, line 1: column 2 holds 1.5"),
+    ("train.ascii", 2, "", "train.ascii, line 2: blank line inside the matrix"),
+    ("test.ascii", 2, "0 nan 0 0", "test.ascii, line 2: NaN or infinite value"),
+])
+def test_load_coat_names_the_file_and_line_of_bad_input(tmp_path, file, line, text, problem):
+    folder = write_coat(tmp_path / "coat")
+    _replace_line(folder / file, line, text)
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        load_coat(folder)
+
+
+def test_load_coat_refuses_mismatched_shapes_and_missing_files(tmp_path):
+    folder = write_coat(tmp_path / "coat", test=COAT_TEST[:2])
+    with pytest.raises(ValueError, match=r"test.ascii: a 2 x 4 matrix, but train.ascii is 3 x 4"):
+        load_coat(folder)
+    (folder / "propensities.ascii").unlink()
+    with pytest.raises(ValueError, match=r"propensities.ascii: no such file"):
+        load_coat(folder)
+    with pytest.raises(ValueError, match="no such folder"):
+        load_coat(tmp_path / "elsewhere")
+
+
+def test_load_coat_accepts_trailing_blank_lines(tmp_path):
+    folder = write_coat(tmp_path / "coat")
+    path = folder / "train.ascii"
+    path.write_text(path.read_text() + "\n\n")
+    np.testing.assert_array_equal(load_coat(folder).train.toarray(), COAT_TRAIN)
+
+
+REAL_COAT = data_root() / "coat"
+
+
+@pytest.mark.skipif(not (REAL_COAT / "train.ascii").is_file(),
+                    reason=f"Coat data not found at {REAL_COAT} (set SIMREC_DATA)")
+def test_load_coat_reads_the_real_files():
+    """The shipped Coat data as its README describes it: 290 users x 300 coats, 24 self-selected
+    ratings and 16 random ratings per user."""
+    coat = load_coat(REAL_COAT)
+    assert coat.train.shape == coat.test.shape == coat.propensities.shape == (290, 300)
+    assert np.all(np.diff(coat.train.indptr) == 24) and np.all(np.diff(coat.test.indptr) == 16)
+    assert coat.train.nnz == 6960 and coat.test.nnz == 4640
+    assert set(np.unique(coat.train.data)) == set(np.unique(coat.test.data)) == {1, 2, 3, 4, 5}
+    assert 0 < coat.propensities.min() and coat.propensities.max() <= 1

@@ -10,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 
 from simrec.missing import (calibrate_offset, expected_observed_count, observe_mnar_popularity,
-                            observe_mnar_quality, observe_srs, prior_relevant, split_per_user,
-                            split_users, user_rates)
+                            observe_mnar_quality, observe_srs, prior_relevant, sample_unrated,
+                            split_per_user, split_steck, split_users, user_rates)
 from simrec.world import make_world, quality
 
 
@@ -378,3 +378,74 @@ def test_relevance_must_be_boolean_or_01_and_ratings_need_an_explicit_binarise_s
     np.testing.assert_array_equal(explicit.toarray(), ratings.toarray() >= 2.5)
     zero_one = observe_srs(jax.random.key(0), (ratings > 0).astype(np.float32), 1.0)
     np.testing.assert_array_equal(zero_one.toarray(), ratings.toarray() > 0)
+
+
+# ---- Steck's samplers (RecSys'13 §3.3) ----------------------------------------------------------
+
+def _ratings_with_counts(counts, n_items: int, seed: int = 0) -> sp.csr_matrix:
+    """Users with the given numbers of ratings in 1..5 on random distinct items."""
+    rng = np.random.default_rng(seed)
+    dense = np.zeros((len(counts), n_items))
+    for user, count in enumerate(counts):
+        dense[user, rng.choice(n_items, count, replace=False)] = rng.integers(1, 6, count)
+    return sp.csr_matrix(dense)
+
+
+def test_split_steck_gives_exactly_n_test_ratings_to_each_eligible_user():
+    counts = [0, 5, 19, 20, 21, 35, 60, 19, 100]
+    ratings = _ratings_with_counts(counts, 120)
+    train, test = split_steck(jax.random.key(3), ratings)
+    eligible = np.array(counts) >= 20
+    np.testing.assert_array_equal(np.diff(test.indptr), np.where(eligible, 10, 0))
+    np.testing.assert_array_equal(np.diff(train.indptr), np.where(eligible, np.array(counts) - 10, 0))
+    assert train.multiply(test).nnz == 0                                   # disjoint
+    kept = sp.csr_matrix(ratings.toarray() * eligible[:, None])
+    assert (train + test != kept).nnz == 0                                 # union, values kept
+    assert train.has_sorted_indices and test.has_sorted_indices
+    other_train, other_test = split_steck(jax.random.key(3), ratings.toarray())   # dense input
+    assert (other_train != train).nnz == 0 and (other_test != test).nnz == 0
+    assert (split_steck(jax.random.key(4), ratings)[1] != test).nnz > 0    # another key, another split
+    train5, test5 = split_steck(jax.random.key(3), ratings, min_ratings=6, n_test=5)
+    np.testing.assert_array_equal(np.diff(test5.indptr), np.where(np.array(counts) >= 6, 5, 0))
+
+
+def test_split_steck_draws_test_items_uniformly():
+    """Each of a user's 20 ratings lands in the test set with probability 10 / 20."""
+    n_users = 2000
+    ratings = sp.csr_matrix(np.tile(np.arange(1, 21, dtype=np.float64) % 5 + 1, (n_users, 1)))
+    _, test = split_steck(jax.random.key(0), ratings)
+    share = test.toarray().astype(bool).mean(axis=0)
+    se = math.sqrt(0.25 / n_users)
+    assert np.all(np.abs(share - 0.5) <= 4 * se)
+
+
+def test_sample_unrated_draws_n_distinct_unrated_items_or_all_of_them():
+    rated = _ratings_with_counts([0, 3, 10, 47, 50], 50).astype(bool)
+    sample = sample_unrated(jax.random.key(1), rated, 8)
+    assert sample.dtype == bool and sample.shape == rated.shape and sample.has_sorted_indices
+    assert sample.multiply(rated).nnz == 0                                 # never a rated item
+    np.testing.assert_array_equal(np.diff(sample.indptr), [8, 8, 8, 3, 0])  # all when fewer
+    again = sample_unrated(jax.random.key(1), rated.toarray(), 8)
+    assert (again != sample).nnz == 0                                      # deterministic per key
+    assert (sample_unrated(jax.random.key(2), rated, 8) != sample).nnz > 0
+
+
+def test_sample_unrated_is_uniform_over_the_unrated_items():
+    n_users, n_items = 3000, 12
+    rated = np.zeros((n_users, n_items), bool)
+    rated[:, :2] = True                                                    # 10 unrated per user
+    share = sample_unrated(jax.random.key(0), rated, 4).toarray()[:, 2:].mean(axis=0)
+    se = math.sqrt(0.4 * 0.6 / n_users)
+    assert np.all(np.abs(share - 0.4) <= 4 * se)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda r: split_steck(jax.random.key(0), r, n_test=0), "n_test"),
+    (lambda r: split_steck(jax.random.key(0), r, min_ratings=10, n_test=10), "min_ratings must exceed"),
+    (lambda r: split_steck(jax.random.key(0), r.multiply(np.nan)), "NaN"),
+    (lambda r: sample_unrated(jax.random.key(0), r.astype(bool), 0), "n must be"),
+    (lambda r: sample_unrated(jax.random.key(0), r, 5), "rated"),
+])
+def test_steck_samplers_reject_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(_ratings_with_counts([25, 30], 40))

@@ -456,3 +456,55 @@ def test_z_test_matches_scipy_and_the_zero_se_limit():
     assert two_arms == pytest.approx(scipy_stats.norm.sf(0.2 / math.hypot(0.05, 0.06)))
     with pytest.raises(ValueError, match="alternative"):
         stats.z_test(1.0, 1.0, "two-sided")
+
+
+# ---- noise-aware paired winner (Steck §3.3) ------------------------------------------------------
+
+def test_paired_winner_names_a_clear_winner_either_way():
+    parts = [0.05, 0.06, 0.055, 0.045, 0.05]          # mean 0.052, se 0.0025: z = 20.8
+    verdict = stats.paired_winner(parts, names=("MF-RMSE", "AllRank"))
+    assert verdict.winner == "MF-RMSE"
+    assert verdict.difference == pytest.approx(np.mean(parts), abs=1e-15)
+    assert verdict.se == pytest.approx(np.std(parts, ddof=1) / math.sqrt(5), rel=1e-12)
+    assert verdict.z == pytest.approx(verdict.difference / verdict.se, rel=1e-12)
+    assert stats.paired_winner(-np.asarray(parts), names=("MF-RMSE", "AllRank")).winner == "AllRank"
+
+
+def test_paired_winner_is_a_tie_within_z_standard_errors():
+    parts = [0.03, -0.01, 0.02, 0.0, 0.01]            # mean 0.01, se 0.00707: z = 1.41
+    verdict = stats.paired_winner(parts)
+    assert verdict.winner == stats.TIE and verdict.z == pytest.approx(math.sqrt(2), rel=1e-12)
+    assert stats.paired_winner(parts, z=1.0).winner == "A"      # a looser threshold decides
+
+
+def test_paired_winner_exactly_at_the_threshold_is_a_tie():
+    # deviations (3, -3, 1, -1, 0): Σ dev² = 20, se = sqrt(20 / (4 · 5)) = 1 exactly; mean 2
+    parts = [5.0, -1.0, 3.0, 1.0, 2.0]
+    verdict = stats.paired_winner(parts, z=2.0)
+    assert (verdict.difference, verdict.se, verdict.z) == (2.0, 1.0, 2.0)
+    assert verdict.winner == stats.TIE                          # strict: |mean| > z se to win
+    assert stats.paired_winner(parts, z=1.999).winner == "A"
+    assert stats.paired_winner([-p for p in parts], z=1.999).winner == "B"
+
+
+def test_paired_winner_zero_spread():
+    assert stats.paired_winner([0.1] * 5).winner == "A"         # se = 0: any non-zero mean wins
+    assert stats.paired_winner([0.1] * 5).z == math.inf
+    identical = stats.paired_winner([0.0] * 5)
+    assert (identical.winner, identical.z) == (stats.TIE, 0.0)
+
+
+@pytest.mark.parametrize("parts, kwargs, match", [
+    ([0.1], {}, "at least 2 parts"),
+    ([], {}, "at least 2 parts"),
+    ([0.1, np.nan, 0.2], {}, "NaN"),
+    ([0.1, np.inf, 0.2], {}, "inf"),
+    ([[0.1, 0.2], [0.3, 0.4]], {}, "1-D"),
+    ([0.1, 0.2], {"names": ("A", "A")}, "distinct"),
+    ([0.1, 0.2], {"names": ("A", "tie")}, "distinct"),
+    ([0.1, 0.2], {"z": 0.0}, "z must be"),
+    ([0.1, 0.2], {"z": np.nan}, "z must be"),
+])
+def test_paired_winner_rejects_bad_input(parts, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        stats.paired_winner(parts, **kwargs)

@@ -24,8 +24,10 @@ matrix). The training budget of the sampled-pair trainer is `pairs`, the number 
 (u, i⁺) pairs: ⌈pairs / nnz(train)⌉ epochs of ⌈nnz(train) / batch_size⌉ steps of batch_size pairs
 (what the studies called iterations, r0_iterations / rt_iterations and adg_pairs); ALS families
 count `sweeps` in their spec, closed-form families have no budget. Deterministic families ignore
-the key (None is allowed); the others need one. `validation` (bool [U, I] held-out positives of
-the training users) drives `EarlyStopping` of MFSpec.
+the key (None is allowed); the others need one. `validation`, the held-out data of the training
+users (bool [U, I] positives; explicit-rating families: ratings [U, I]), drives the
+`EarlyStopping` of the trained families (MFSpec, IALSSpec, MFRMSESpec, AllRankSpec), whose own
+budget is then the maximum.
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ from typing import Any
 import jax
 import numpy as np
 import optax
+import scipy.sparse as sp
 
 from simrec import metrics, validate
 from simrec.models import ease, explicit, ials, knn, mf, popularity, svd, training
@@ -100,26 +103,66 @@ class FoldIn:
         _instance(self, "item_bias", (bool,))
 
 
+#: the early-stopping metric of explicit-rating families that is not a ranking metric
+RMSE = "rmse"
+
+
 @dataclass(frozen=True)
 class EarlyStopping:
-    """Early stopping of a sampled-pair trainer on `fit`'s validation set: every ⌈every_pairs /
-    nnz(train)⌉ epochs (and after the last) the user mean of `metric` (a `simrec.metrics.evaluate`
-    name, e.g. "ndcg@10"; training items excluded) is computed on the validation positives; training
-    stops after `patience` evaluations in a row without a strict improvement, and `fit` returns the
-    parameters of the best evaluation (the earliest among equals)."""
-    every_pairs: int
+    """Early stopping of a trained family on `fit`'s validation set (MFSpec, IALSSpec, MFRMSESpec,
+    AllRankSpec: their field early_stopping).
+
+    every: evaluation interval in the family's budget unit, sampled pairs for MFSpec (⌈every /
+    nnz(train)⌉ epochs) and ALS sweeps for the others; the metric is also evaluated after the last
+    step of the spec's own budget (`pairs` / `sweeps`, the maximum). metric: a
+    `simrec.metrics.evaluate` name (e.g. "ndcg@10"; user mean over the validation users, training
+    items excluded; higher is better) or "rmse" (explicit-rating families only: √mean (r − r̂)²
+    over the validation ratings; lower is better). relevant_rating: explicit-rating families with
+    a ranking metric count the validation ratings >= relevant_rating as relevant (None: every
+    validation rating); None for the positives families and "rmse". Training stops after
+    `patience` evaluations in a row without a strict improvement, and `fit` returns the parameters
+    of the best evaluation (the earliest among equals) with the curve ((budget, metric), ...).
+    """
+    every: int
     metric: str = "ndcg@10"
     patience: int = 3
+    relevant_rating: float | None = None
 
     def __post_init__(self):
-        _integer(self, "every_pairs", 1)
+        _integer(self, "every", 1)
         _integer(self, "patience", 1)
         if not isinstance(self.metric, str):
             raise validate.ArgumentTypeError(f"EarlyStopping.metric must be a metric name such as "
-                                             f"'ndcg@10', got {type(self.metric).__name__}")
+                                             f"'ndcg@10' or 'rmse', got "
+                                             f"{type(self.metric).__name__}")
+        if self.relevant_rating is not None:
+            _real(self, "relevant_rating")
+        if self.metric == RMSE:
+            if self.relevant_rating is not None:
+                raise ValueError(f"EarlyStopping.relevant_rating is {self.relevant_rating:g} but "
+                                 f"metric 'rmse' uses every validation rating; leave "
+                                 f"relevant_rating=None or choose a ranking metric")
+            return
         # the metrics module's own parser names the valid metrics; a 1 x 2 problem is enough
         metrics.evaluate(np.zeros((1, 2), np.float32), np.array([[True, False]]),
                          metrics=(self.metric,))
+
+
+def _early_stopping_field(spec, *, ratings: bool) -> None:
+    """spec.early_stopping is None or an `EarlyStopping` that fits the family: "rmse" and
+    relevant_rating need explicit ratings (ratings=True)."""
+    _instance(spec, "early_stopping", (EarlyStopping,), optional=True)
+    rule, name = spec.early_stopping, type(spec).__name__
+    if rule is None or ratings:
+        return
+    if rule.metric == RMSE:
+        raise ValueError(f"{name}.early_stopping.metric is 'rmse', which needs explicit ratings "
+                         f"(MFRMSESpec, AllRankSpec); {name} is trained on positives: use a "
+                         f"ranking metric such as 'ndcg@10'")
+    if rule.relevant_rating is not None:
+        raise ValueError(f"{name}.early_stopping.relevant_rating is {rule.relevant_rating:g}, but "
+                         f"{name} is trained on positives and every validation positive is "
+                         f"relevant; leave relevant_rating=None")
 
 
 @dataclass(frozen=True)
@@ -146,7 +189,7 @@ class MFSpec:
         validate.choice("MFSpec.optimizer", self.optimizer, tuple(OPTIMIZERS))
         _integer(self, "batch_size", 1)
         _instance(self, "fold_in", (FoldIn,), optional=True)
-        _instance(self, "early_stopping", (EarlyStopping,), optional=True)
+        _early_stopping_field(self, ratings=False)
 
 
 @dataclass(frozen=True)
@@ -161,13 +204,15 @@ class SVDSpec:
 @dataclass(frozen=True)
 class IALSSpec:
     """iALS / WMF (`simrec.models.ials`): rank dim, ridge l2 > 0, weight unobserved_weight (w₀) on
-    unobserved pairs and 1 + alpha on observed ones, `sweeps` ALS sweeps from N(0, init_scale²)."""
+    unobserved pairs and 1 + alpha on observed ones, `sweeps` ALS sweeps from N(0, init_scale²)
+    (the maximum with early_stopping: None, or `EarlyStopping` on validation positives)."""
     dim: int
     l2: float
     unobserved_weight: float = 0.1
     alpha: float = 0.0
     sweeps: int = 10
     init_scale: float = 0.1
+    early_stopping: EarlyStopping | None = None
 
     def __post_init__(self):
         _integer(self, "dim", 1)
@@ -176,6 +221,7 @@ class IALSSpec:
         _real(self, "alpha", -1, low_open=True)
         _integer(self, "sweeps", 1)
         _real(self, "init_scale", 0)
+        _early_stopping_field(self, ratings=False)
 
 
 @dataclass(frozen=True)
@@ -215,29 +261,34 @@ class PopularitySpec:
 @dataclass(frozen=True)
 class MFRMSESpec:
     """MF-RMSE on explicit ratings (`simrec.models.explicit.mf_rmse`): rank dim, λ = l2, `sweeps`
-    ALS sweeps from N(0, init_scale²); offset r₀ = the mean training rating."""
+    ALS sweeps from N(0, init_scale²) (the maximum with early_stopping: None, or `EarlyStopping`
+    on validation ratings); offset r₀ = the mean training rating."""
     dim: int = 50
     l2: float = 0.07
     sweeps: int = 10
     init_scale: float = 0.1
+    early_stopping: EarlyStopping | None = None
 
     def __post_init__(self):
         _integer(self, "dim", 1)
         _real(self, "l2", 0, low_open=True)
         _integer(self, "sweeps", 1)
         _real(self, "init_scale", 0)
+        _early_stopping_field(self, ratings=True)
 
 
 @dataclass(frozen=True)
 class AllRankSpec:
     """Steck's AllRank on explicit ratings (`simrec.models.explicit.allrank`): every missing rating
-    imputed as `imputed` with weight missing_weight in (0, 1]; rank dim, λ = l2, `sweeps` sweeps."""
+    imputed as `imputed` with weight missing_weight in (0, 1]; rank dim, λ = l2, `sweeps` sweeps
+    (the maximum with early_stopping: None, or `EarlyStopping` on validation ratings)."""
     dim: int = 50
     l2: float = 0.04
     imputed: float = 2.0
     missing_weight: float = 0.005
     sweeps: int = 10
     init_scale: float = 0.1
+    early_stopping: EarlyStopping | None = None
 
     def __post_init__(self):
         _integer(self, "dim", 1)
@@ -246,6 +297,7 @@ class AllRankSpec:
         _real(self, "missing_weight", 0, low_open=True, high=1)
         _integer(self, "sweeps", 1)
         _real(self, "init_scale", 0)
+        _early_stopping_field(self, ratings=True)
 
 
 Spec = (MFSpec | SVDSpec | IALSSpec | EASESpec | KUNNSpec | ItemKNNSpec | PopularitySpec
@@ -294,7 +346,8 @@ def spec_id(spec: Spec) -> str:
 class Model:
     """A fitted model: its spec (static) and parameters — `MF` (MF, SVD, iALS, popularity, MF-RMSE,
     AllRank), `EASE`, `KUNN` or `ItemKNN`. curve: the validation curve of early stopping,
-    ((sampled pairs, metric), ...), empty without it."""
+    ((budget used: sampled pairs for MFSpec, sweeps for the ALS families, metric), ...), empty
+    without it."""
     spec: Spec = field(metadata=dict(static=True))
     params: Any
     curve: tuple[tuple[int, float], ...] = field(default=(), metadata=dict(static=True))
@@ -313,14 +366,19 @@ def _require_key(key, spec) -> None:
 
 
 def _no_budget(spec, pairs, validation) -> None:
-    """Families without sampled pairs and without early stopping reject both arguments."""
+    """Families without sampled pairs reject `pairs`; `validation` goes only with early stopping
+    (the ALS families' spec.early_stopping), the other families reject it."""
+    name = type(spec).__name__
     if pairs is not None:
         own = "its field `sweeps`" if hasattr(spec, "sweeps") else "none (closed form)"
         raise ValueError(f"pairs is the budget of sampled-pair trainers (MFSpec); "
-                         f"{type(spec).__name__}'s budget is {own}: leave pairs=None")
-    if validation is not None:
-        raise ValueError(f"validation is only used for early stopping (MFSpec.early_stopping); "
-                         f"{type(spec).__name__} does not use it: leave validation=None")
+                         f"{name}'s budget is {own}: leave pairs=None")
+    if validation is not None and getattr(spec, "early_stopping", None) is None:
+        fix = (f"set {name}.early_stopping=EarlyStopping(...) or leave validation=None"
+               if hasattr(spec, "early_stopping") else
+               f"{name} does not use it: leave validation=None")
+        raise ValueError(f"validation is only used for early stopping (the early_stopping field "
+                         f"of MFSpec, IALSSpec, MFRMSESpec and AllRankSpec); {fix}")
 
 
 def fit(key: jax.Array | None, spec: Spec, train, *, validation=None, pairs: int | None = None
@@ -329,8 +387,9 @@ def fit(key: jax.Array | None, spec: Spec, train, *, validation=None, pairs: int
 
     key: jax.random key (None allowed for deterministic families); train: bool [U, I] positives
     (scipy.sparse or dense; explicit-rating specs: the ratings); pairs: sampled (u, i⁺) pairs of
-    an MFSpec (required there, an error elsewhere); validation: bool [U, I] held-out positives,
-    only with MFSpec.early_stopping. Returns `Model`.
+    an MFSpec (required there, an error elsewhere); validation: bool [U, I] held-out positives
+    (explicit-rating specs: held-out ratings [U, I]) of the training users, required with and
+    only with spec.early_stopping. Returns `Model`.
     """
     _check_spec(spec)
     return _fit(spec, key, train, validation, pairs)
@@ -367,33 +426,85 @@ def _(spec: MFSpec, key, train, validation, pairs):
                          f"both hold the same users and items")
     run = training.train_epochs(key, spec.objective, csr, batch_size=spec.batch_size,
                                 optimizer=optimizer, l2=spec.l2)
-    params, curve = _early_stopping(run, spec.early_stopping, epochs, csr, validation)
+    rule = spec.early_stopping
+    params, curve = _early_stopping(((state.pairs, state.params) for state in run), rule, epochs,
+                                    -(-rule.every // csr.nnz),
+                                    _ranking_value(rule.metric, validation, csr))
     return Model(spec, params, curve)
 
 
-def _early_stopping(run, rule: EarlyStopping, epochs: int, train, validation):
-    """Consume the `training.Epoch` states of `run` up to `epochs` under `rule`.
-    Returns (best params, ((pairs, metric), ...))."""
-    every = -(-rule.every_pairs // train.nnz)
-    state = next(run)                                     # the initial parameters
-    best, best_value, since, curve = state.params, -math.inf, 0, []
-    for state in itertools.islice(run, epochs):
-        if state.epochs % every and state.epochs != epochs:
+def _early_stopping(run, rule: EarlyStopping, steps: int, every: int, value):
+    """Early stopping of any trainer under `rule` (the one loop of every family).
+
+    run: iterator of (budget used, params), first the initial parameters, then the state after
+    each training step (an MF epoch, an ALS sweep); steps: the most steps to take; every: steps
+    between evaluations (also after step `steps`); value(params) -> float: the validation metric,
+    lower is better for "rmse", higher otherwise. Stops after rule.patience evaluations in a row
+    without a strict improvement. Returns (the best evaluated params, the earliest among equals,
+    or the initial ones when steps = 0; ((budget, value), ...) of every evaluation)."""
+    sign = -1.0 if rule.metric == RMSE else 1.0
+    _, best = next(run)
+    best_value, since, curve = -math.inf, 0, []
+    for step, (budget, params) in enumerate(itertools.islice(run, steps), start=1):
+        if step % every and step != steps:
             continue
-        values = metrics.evaluate(functools.partial(mf.scores, state.params), validation,
-                                  exclude=train, metrics=(rule.metric,))[rule.metric]
-        value = metrics.mean(values)
-        if math.isnan(value):
+        current = value(params)
+        if math.isnan(current):
             raise ValueError("validation has no positives outside train, so the early-stopping "
-                             "metric is undefined; pass held-out positives of the training users")
-        curve.append((state.pairs, value))
-        if value > best_value:
-            best, best_value, since = state.params, value, 0
+                             "metric is undefined; pass held-out positives of the training users "
+                             "(explicit ratings: some >= EarlyStopping.relevant_rating)")
+        curve.append((budget, current))
+        if sign * current > best_value:
+            best, best_value, since = params, sign * current, 0
         else:
             since += 1
             if since >= rule.patience:
                 break
     return best, tuple(curve)
+
+
+def _ranking_value(metric: str, relevant, train):
+    """params -> the user mean of `metric` of `mf.scores(params)` (relevant, train: bool CSR
+    [U, I]; training items excluded)."""
+    def value(params) -> float:
+        return metrics.mean(metrics.evaluate(functools.partial(mf.scores, params), relevant,
+                                             exclude=train, metrics=(metric,))[metric])
+    return value
+
+
+def _rmse_value(ratings):
+    """params -> √mean (r_ui − r̂_ui)² over the stored entries of ratings (f64 CSR [U, I]),
+    r̂ = `mf.scores`."""
+    users = np.repeat(np.arange(ratings.shape[0]), np.diff(ratings.indptr))
+    items = ratings.indices
+
+    def value(params) -> float:
+        user, item = (np.asarray(x, np.float64) for x in (params.user, params.item))
+        predicted = (np.einsum("nk,nk->n", user[users], item[items])
+                     + np.asarray(params.item_bias, np.float64)[items])
+        return float(np.sqrt(np.mean((ratings.data - predicted) ** 2)))
+    return value
+
+
+def _validation(spec, validation, train, convert, what: str):
+    """The validation matrix of spec.early_stopping, converted like train (`convert`), of the
+    same shape."""
+    if validation is None:
+        raise ValueError(f"{type(spec).__name__}.early_stopping needs validation: pass {what} of "
+                         f"the training users")
+    validation = convert(validation, "validation")
+    if validation.shape != train.shape:
+        raise ValueError(f"validation has shape {validation.shape} but train has {train.shape}; "
+                         f"both hold the same users and items")
+    return validation
+
+
+def _sweeps_model(spec, run, value) -> Model:
+    """An ALS family fitted under spec.early_stopping: `run` yields the initial parameters, then
+    those after every sweep (`ials.ials_sweeps`, `explicit.weighted_als_sweeps`)."""
+    params, curve = _early_stopping(enumerate(run), spec.early_stopping, spec.sweeps,
+                                    spec.early_stopping.every, value)
+    return Model(spec, params, curve)
 
 
 @_fit.register
@@ -406,9 +517,15 @@ def _(spec: SVDSpec, key, train, validation, pairs):
 def _(spec: IALSSpec, key, train, validation, pairs):
     _no_budget(spec, pairs, validation)
     _require_key(key, spec)
-    return Model(spec, ials.ials(key, train, dim=spec.dim, l2=spec.l2,
-                                 unobserved_weight=spec.unobserved_weight, alpha=spec.alpha,
-                                 iterations=spec.sweeps, init_scale=spec.init_scale))
+    settings = dict(dim=spec.dim, l2=spec.l2, unobserved_weight=spec.unobserved_weight,
+                    alpha=spec.alpha, init_scale=spec.init_scale)
+    if spec.early_stopping is None:
+        return Model(spec, ials.ials(key, train, iterations=spec.sweeps, **settings))
+    train = as_positive_csr(train)
+    validation = _validation(spec, validation, train, as_positive_csr,
+                             "the held-out positives (bool [U, I])")
+    return _sweeps_model(spec, ials.ials_sweeps(key, train, **settings),
+                         _ranking_value(spec.early_stopping.metric, validation, train))
 
 
 @_fit.register
@@ -439,17 +556,47 @@ def _(spec: PopularitySpec, key, train, validation, pairs):
 def _(spec: MFRMSESpec, key, train, validation, pairs):
     _no_budget(spec, pairs, validation)
     _require_key(key, spec)
-    return Model(spec, explicit.mf_rmse(key, train, dim=spec.dim, l2=spec.l2,
-                                        iterations=spec.sweeps, init_scale=spec.init_scale))
+    settings = dict(dim=spec.dim, l2=spec.l2, init_scale=spec.init_scale)
+    if spec.early_stopping is None:
+        return Model(spec, explicit.mf_rmse(key, train, iterations=spec.sweeps, **settings))
+    return _explicit_model(spec, train, validation,
+                           functools.partial(explicit.mf_rmse_sweeps, key, **settings))
 
 
 @_fit.register
 def _(spec: AllRankSpec, key, train, validation, pairs):
     _no_budget(spec, pairs, validation)
     _require_key(key, spec)
-    return Model(spec, explicit.allrank(key, train, dim=spec.dim, l2=spec.l2,
-                                        imputed=spec.imputed, missing_weight=spec.missing_weight,
-                                        iterations=spec.sweeps, init_scale=spec.init_scale))
+    settings = dict(dim=spec.dim, l2=spec.l2, imputed=spec.imputed,
+                    missing_weight=spec.missing_weight, init_scale=spec.init_scale)
+    if spec.early_stopping is None:
+        return Model(spec, explicit.allrank(key, train, iterations=spec.sweeps, **settings))
+    return _explicit_model(spec, train, validation,
+                           functools.partial(explicit.allrank_sweeps, key, **settings))
+
+
+def _explicit_model(spec, train, validation, sweeps) -> Model:
+    """An explicit-rating family fitted under spec.early_stopping on the validation ratings:
+    "rmse" on all of them, a ranking metric with the ratings >= rule.relevant_rating (all when
+    None) relevant and the rated training items excluded. sweeps(ratings) -> the sweep iterator."""
+    rule = spec.early_stopping
+    train = explicit.as_rating_csr(train)
+    validation = _validation(spec, validation, train, explicit.as_rating_csr,
+                             "the held-out ratings [U, I]")
+    if rule.metric == RMSE:
+        value = _rmse_value(validation)
+    else:
+        relevant = (np.ones(validation.nnz, bool) if rule.relevant_rating is None
+                    else validation.data >= rule.relevant_rating)
+        value = _ranking_value(rule.metric, _stored(validation, relevant),
+                               _stored(train, np.ones(train.nnz, bool)))
+    return _sweeps_model(spec, sweeps(train), value)
+
+
+def _stored(csr, keep):
+    """bool CSR [U, I] of the stored entries of csr where keep (bool[nnz])."""
+    return as_positive_csr(sp.csr_matrix((keep, csr.indices, csr.indptr), shape=csr.shape),
+                           allow_empty=True)
 
 
 def fit_grid(key: jax.Array | None, specs: Sequence[Spec], train, *, validation=None,

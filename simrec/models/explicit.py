@@ -26,6 +26,9 @@ Models are `MF` pytrees with item_bias = r₀, so `simrec.models.scores` gives R
 """
 from __future__ import annotations
 
+import itertools
+from typing import Iterator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +37,8 @@ import scipy.sparse as sp
 from simrec import validate
 from simrec.models.mf import MF, init_mf
 
-__all__ = ["as_rating_csr", "weighted_als", "fold_in_ratings", "mf_rmse", "allrank"]
+__all__ = ["as_rating_csr", "weighted_als", "weighted_als_sweeps", "fold_in_ratings", "mf_rmse",
+           "mf_rmse_sweeps", "allrank", "allrank_sweeps"]
 
 
 def as_rating_csr(ratings, name: str = "ratings", *, allow_empty: bool = False) -> sp.csr_matrix:
@@ -116,43 +120,81 @@ def fold_in_ratings(item_factors, ratings, *, l2: float, offset: float, imputed:
     return jnp.asarray(_solve_rows(factors, csr, l2, offset, imputed, missing_weight), jnp.float32)
 
 
+def weighted_als_sweeps(key: jax.Array, ratings, *, dim: int, l2: float, offset: float,
+                        imputed: float = 0.0, missing_weight: float = 0.0,
+                        init_scale: float = 0.1) -> Iterator[MF]:
+    """The run of `weighted_als` one sweep at a time, without an end: validates the arguments at
+    once, then returns an iterator of parameters, first `init_mf(key, U, I, dim, init_scale)` with
+    item_bias = offset (its user factors start ALS), then the parameters after every sweep 1, 2,
+    ... (exactly what `weighted_als` returns for that many iterations)."""
+    _check(l2, missing_weight, offset, imputed)
+    csr = as_rating_csr(ratings)
+    start = init_mf(key, *csr.shape, dim, init_scale)
+    start = MF(user=start.user, item=start.item,
+               item_bias=jnp.full((csr.shape[1],), offset, jnp.float32))
+    return _sweeps(start, csr, dict(l2=l2, offset=offset, imputed=imputed,
+                                    missing_weight=missing_weight))
+
+
+def _sweeps(start: MF, csr: sp.csr_matrix, weights: dict) -> Iterator[MF]:
+    """`weighted_als_sweeps`' iterator: each sweep solves the items given the users, then the
+    users given the items (the factors stay float64 between sweeps)."""
+    yield start
+    user, transposed = np.asarray(start.user, np.float64), csr.T.tocsr()
+    while True:
+        item = _solve_rows(user, transposed, **weights)
+        user = _solve_rows(item, csr, **weights)
+        yield MF(user=jnp.asarray(user, jnp.float32), item=jnp.asarray(item, jnp.float32),
+                 item_bias=start.item_bias)
+
+
+def _after(run: Iterator[MF], iterations: int) -> MF:
+    """The parameters after `iterations` >= 1 sweeps of a `weighted_als_sweeps` run."""
+    return next(itertools.islice(run, validate.integer("iterations", iterations, low=1), None))
+
+
 def weighted_als(key: jax.Array, ratings, *, dim: int, l2: float, offset: float,
                  imputed: float = 0.0, missing_weight: float = 0.0, iterations: int = 10,
                  init_scale: float = 0.1) -> MF:
     """ALS for Steck's Eq. 12 (module docstring). User factors start at
-    `init_mf(key, U, I, dim, init_scale).user`; each iteration solves the items given the users,
-    then the users given the items, so the returned user vectors equal
+    `init_mf(key, U, I, dim, init_scale).user`; each iteration (sweep) solves the items given the
+    users, then the users given the items, so the returned user vectors equal
     `fold_in_ratings(item, ratings, ...)`. Returns MF(user f32[U, k], item f32[I, k],
-    item_bias = offset f32[I]).
+    item_bias = offset f32[I]). One sweep at a time: `weighted_als_sweeps`.
     """
-    _check(l2, missing_weight, offset, imputed)
-    validate.integer("iterations", iterations, low=1)
+    return _after(weighted_als_sweeps(key, ratings, dim=dim, l2=l2, offset=offset,
+                                      imputed=imputed, missing_weight=missing_weight,
+                                      init_scale=init_scale), iterations)
+
+
+def mf_rmse_sweeps(key: jax.Array, ratings, *, dim: int = 50, l2: float = 0.07,
+                   init_scale: float = 0.1) -> Iterator[MF]:
+    """`mf_rmse` one sweep at a time (`weighted_als_sweeps`: the initial parameters first)."""
     csr = as_rating_csr(ratings)
-    n_users, n_items = csr.shape
-    user = np.asarray(init_mf(key, n_users, n_items, dim, init_scale).user, np.float64)
-    transposed = csr.T.tocsr()
-    weights = dict(l2=l2, offset=offset, imputed=imputed, missing_weight=missing_weight)
-    for _ in range(int(iterations)):
-        item = _solve_rows(user, transposed, **weights)
-        user = _solve_rows(item, csr, **weights)
-    return MF(user=jnp.asarray(user, jnp.float32), item=jnp.asarray(item, jnp.float32),
-              item_bias=jnp.full((n_items,), offset, jnp.float32))
+    return weighted_als_sweeps(key, csr, dim=dim, l2=l2, offset=float(csr.data.mean()),
+                               init_scale=init_scale)
 
 
 def mf_rmse(key: jax.Array, ratings, *, dim: int = 50, l2: float = 0.07, iterations: int = 10,
             init_scale: float = 0.1) -> MF:
-    """MF-RMSE: observed ratings only (w_m = 0), offset r₀ = mean observed rating (Steck §2.5)."""
-    csr = as_rating_csr(ratings)
-    return weighted_als(key, csr, dim=dim, l2=l2, offset=float(csr.data.mean()),
-                        iterations=iterations, init_scale=init_scale)
+    """MF-RMSE: observed ratings only (w_m = 0), offset r₀ = mean observed rating (Steck §2.5).
+    One sweep at a time: `mf_rmse_sweeps`."""
+    return _after(mf_rmse_sweeps(key, ratings, dim=dim, l2=l2, init_scale=init_scale), iterations)
+
+
+def allrank_sweeps(key: jax.Array, ratings, *, dim: int = 50, l2: float = 0.04,
+                   imputed: float = 2.0, missing_weight: float = 0.005,
+                   init_scale: float = 0.1) -> Iterator[MF]:
+    """`allrank` one sweep at a time (`weighted_als_sweeps`: the initial parameters first)."""
+    if missing_weight <= 0:
+        raise ValueError(f"AllRank needs missing_weight > 0 (w_m = 0 is MF-RMSE), got {missing_weight}")
+    return weighted_als_sweeps(key, ratings, dim=dim, l2=l2, offset=imputed, imputed=imputed,
+                               missing_weight=missing_weight, init_scale=init_scale)
 
 
 def allrank(key: jax.Array, ratings, *, dim: int = 50, l2: float = 0.04, imputed: float = 2.0,
             missing_weight: float = 0.005, iterations: int = 10, init_scale: float = 0.1) -> MF:
     """AllRank: every missing rating imputed as r_m with weight w_m, offset r₀ = r_m (Steck §2.5;
-    defaults are Steck's Netflix settings)."""
-    if missing_weight <= 0:
-        raise ValueError(f"AllRank needs missing_weight > 0 (w_m = 0 is MF-RMSE), got {missing_weight}")
-    return weighted_als(key, ratings, dim=dim, l2=l2, offset=imputed, imputed=imputed,
-                        missing_weight=missing_weight, iterations=iterations,
-                        init_scale=init_scale)
+    defaults are Steck's Netflix settings). One sweep at a time: `allrank_sweeps`."""
+    return _after(allrank_sweeps(key, ratings, dim=dim, l2=l2, imputed=imputed,
+                                 missing_weight=missing_weight, init_scale=init_scale), iterations)

@@ -10,7 +10,8 @@ factors fixed (strong generalisation, FastML "Evaluating recommender systems").
 """
 from __future__ import annotations
 
-from typing import Callable
+import itertools
+from typing import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ from simrec import validate
 from simrec.models.positives import as_positive_csr
 from simrec.models.mf import MF, init_mf
 
-__all__ = ["ials", "fold_in"]
+__all__ = ["ials", "ials_sweeps", "fold_in"]
 
 
 def _check_weights(l2: float, unobserved_weight: float, alpha: float) -> None:
@@ -70,29 +71,45 @@ def fold_in(item_factors, observed, l2: float, *, unobserved_weight: float = 0.1
     return jnp.asarray(result, jnp.float32)
 
 
+def ials_sweeps(key: jax.Array, train, *, dim: int, l2: float, unobserved_weight: float = 0.1,
+                alpha: float = 0.0, init_scale: float = 0.1) -> Iterator[MF]:
+    """The run of `ials` one sweep at a time, without an end: validates the arguments at once,
+    then returns an iterator of parameters, first `init_mf(key, U, I, dim, init_scale)` (whose
+    user factors start ALS), then the parameters after every sweep 1, 2, ... (exactly what `ials`
+    returns for that many iterations). The consumer decides when to stop, e.g. on a validation
+    metric."""
+    _check_weights(l2, unobserved_weight, alpha)
+    csr = as_positive_csr(train)
+    start = init_mf(key, *csr.shape, dim, init_scale)
+    return _sweeps(start, csr, l2, dict(unobserved_weight=unobserved_weight, alpha=alpha))
+
+
+def _sweeps(start: MF, csr, l2: float, weights: dict) -> Iterator[MF]:
+    """`ials_sweeps`' iterator: each sweep solves the items given the users, then the users."""
+    yield start
+    user, transposed = start.user, csr.T.tocsr()
+    bias = jnp.zeros((csr.shape[1],), jnp.float32)
+    while True:
+        item = fold_in(user, transposed, l2, **weights)
+        user = fold_in(item, csr, l2, **weights)
+        yield MF(user=user, item=item, item_bias=bias)
+
+
 def ials(key: jax.Array, train, *, dim: int, l2: float, unobserved_weight: float = 0.1,
          alpha: float = 0.0, iterations: int = 10, init_scale: float = 0.1,
          callback: Callable[[int, MF], None] | None = None) -> MF:
     """Alternating least squares for the objective of the module docstring.
 
     train: scipy.sparse [U, I] of observed positives. User factors start at
-    `init_mf(key, U, I, dim, init_scale).user`; every iteration solves the items given the users,
-    then the users given the items, so the returned user vectors equal `fold_in(item, train, ...)`.
-    `callback(iteration, params)` runs after each iteration. Returns MF(user f32[U, k],
-    item f32[I, k], item_bias = 0).
+    `init_mf(key, U, I, dim, init_scale).user`; every iteration (sweep) solves the items given the
+    users, then the users given the items, so the returned user vectors equal
+    `fold_in(item, train, ...)`. `callback(iteration, params)` runs after each iteration. Returns
+    MF(user f32[U, k], item f32[I, k], item_bias = 0). One sweep at a time: `ials_sweeps`.
     """
-    _check_weights(l2, unobserved_weight, alpha)
-    validate.integer("iterations", iterations, low=1)
-    csr = as_positive_csr(train)
-    n_users, n_items = csr.shape
-    user = init_mf(key, n_users, n_items, dim, init_scale).user
-    weights = dict(unobserved_weight=unobserved_weight, alpha=alpha)
-    transposed = csr.T.tocsr()
-    bias = jnp.zeros((n_items,), jnp.float32)
-    for iteration in range(int(iterations)):
-        item = fold_in(user, transposed, l2, **weights)
-        user = fold_in(item, csr, l2, **weights)
+    iterations = validate.integer("iterations", iterations, low=1)
+    run = ials_sweeps(key, train, dim=dim, l2=l2, unobserved_weight=unobserved_weight,
+                      alpha=alpha, init_scale=init_scale)
+    for iteration, params in enumerate(itertools.islice(run, 1, iterations + 1)):
         if callback is not None:
-            callback(iteration, MF(user=user, item=item, item_bias=bias))
-    return MF(user=user, item=item, item_bias=bias)
-
+            callback(iteration, params)
+    return params

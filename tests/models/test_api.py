@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from simrec import metrics, models
 from simrec.models import (SPECS, AllRankSpec, EarlyStopping, EASESpec, FoldIn, IALSSpec,
                            ItemKNNSpec, KUNNSpec, MFRMSESpec, MFSpec, Model, PopularitySpec,
-                           SVDSpec, fit, fit_grid, score, spec_id)
+                           SVDSpec, api, fit, fit_grid, score, spec_id)
 from simrec.models.explicit import allrank, fold_in_ratings, mf_rmse
 
 N_USERS, N_ITEMS = 40, 25
@@ -343,9 +343,20 @@ def test_fit_argument_errors():
     (lambda: MFSpec(ADG, l2=0.1, learning_rate=0.1, fold_in=1.0), r"MFSpec.fold_in must be FoldIn"),
     (lambda: FoldIn(l2=0.0), r"FoldIn.l2 must be a finite number > 0"),
     (lambda: FoldIn(l2=1.0, item_bias=1), r"FoldIn.item_bias must be bool"),
-    (lambda: EarlyStopping(every_pairs=0), r"EarlyStopping.every_pairs must be an integer >= 1"),
-    (lambda: EarlyStopping(every_pairs=10, metric="nope@3"), r"unknown metric 'nope@3'"),
-    (lambda: EarlyStopping(every_pairs=10, metric="recall"), r"recall needs a cutoff"),
+    (lambda: EarlyStopping(every=0), r"EarlyStopping.every must be an integer >= 1"),
+    (lambda: EarlyStopping(every=10, metric="nope@3"), r"unknown metric 'nope@3'"),
+    (lambda: EarlyStopping(every=10, metric="recall"), r"recall needs a cutoff"),
+    (lambda: EarlyStopping(every=1, relevant_rating=float("nan")),
+     r"EarlyStopping.relevant_rating must be a finite number"),
+    (lambda: EarlyStopping(every=1, metric="rmse", relevant_rating=4.0),
+     r"metric 'rmse' uses every validation rating; leave relevant_rating=None"),
+    (lambda: IALSSpec(dim=4, l2=1.0, early_stopping=EarlyStopping(1, metric="rmse")),
+     r"IALSSpec.early_stopping.metric is 'rmse', which needs explicit ratings .*'ndcg@10'"),
+    (lambda: MFSpec(ADG, l2=0.1, learning_rate=0.1, early_stopping=EarlyStopping(1, "rmse")),
+     r"MFSpec.early_stopping.metric is 'rmse'.* use a ranking metric"),
+    (lambda: IALSSpec(dim=4, l2=1.0, early_stopping=EarlyStopping(1, relevant_rating=4.0)),
+     r"IALSSpec.early_stopping.relevant_rating is 4.*leave relevant_rating=None"),
+    (lambda: MFRMSESpec(early_stopping=1), r"MFRMSESpec.early_stopping must be EarlyStopping"),
     (lambda: MFRMSESpec(l2=0.0), r"MFRMSESpec.l2"),
     (lambda: AllRankSpec(missing_weight=0.0),
      r"AllRankSpec.missing_weight must be a finite number in \(0, 1\]"),
@@ -401,7 +412,7 @@ def test_early_stopping_keeps_the_best_checkpoint():
     base = MFSpec(ADG, l2=0.0, learning_rate=0.5, optimizer="sgd", batch_size=32)
     valid = _validation()
     epochs = 6
-    rule = EarlyStopping(every_pairs=TRAIN.nnz, metric="ndcg@5", patience=epochs)  # never stops
+    rule = EarlyStopping(every=TRAIN.nnz, metric="ndcg@5", patience=epochs)  # never stops
     model = fit(KEY, dataclasses.replace(base, early_stopping=rule), TRAIN, validation=valid,
                 pairs=epochs * TRAIN.nnz)
     steps = -(-TRAIN.nnz // 32)
@@ -426,10 +437,149 @@ def test_early_stopping_keeps_the_best_checkpoint():
 
 
 def test_early_stopping_evaluates_every_n_pairs_and_at_the_end():
-    rule = EarlyStopping(every_pairs=2 * TRAIN.nnz - 5, metric="adg", patience=10)   # 2 epochs
+    rule = EarlyStopping(every=2 * TRAIN.nnz - 5, metric="adg", patience=10)   # 2 epochs
     spec = dataclasses.replace(CASES["mf-adg"][0], early_stopping=rule)
     model = fit(KEY, spec, TRAIN, validation=_validation(), pairs=5 * TRAIN.nnz)
     steps = -(-TRAIN.nnz // 32)
     assert [p for p, _ in model.curve] == [e * steps * 32 for e in (2, 4, 5)]
     with pytest.raises(ValueError, match="no positives outside train"):
         fit(KEY, spec, TRAIN, validation=TRAIN, pairs=TRAIN.nnz)
+
+
+# ---- early stopping: the one loop and the ALS families -------------------------------------
+
+def _planted_run(steps):
+    """(budget, params) of a planted run: budget 10 per step, params names the step."""
+    return iter([(10 * step, f"after step {step}") for step in range(steps + 1)])
+
+
+def _planted_value(values):
+    return lambda params: values[int(params.split()[-1]) - 1]
+
+
+def test_early_stopping_loop_stops_after_patience_evaluations_on_a_plateau():
+    values = [0.1, 0.3, 0.5, 0.5, 0.4, 0.5, 0.9, 1.0]       # plateau at 0.5 from step 3
+    run = _planted_run(len(values))
+    params, curve = api._early_stopping(run, EarlyStopping(every=1, patience=3), len(values), 1,
+                                        _planted_value(values))
+    assert params == "after step 3"                            # the earliest of the equal best
+    assert curve == tuple((10 * s, v) for s, v in enumerate(values[:6], start=1))
+    assert next(run) == (70, "after step 7")                   # nothing trained past the stop
+    # one evaluation more of patience sees the later improvement, and takes it
+    params, curve = api._early_stopping(_planted_run(len(values)),
+                                        EarlyStopping(every=1, patience=4), len(values), 1,
+                                        _planted_value(values))
+    assert params == "after step 8" and len(curve) == len(values)
+
+
+def test_early_stopping_loop_minimises_rmse_and_evaluates_every_and_at_the_end():
+    values = [2.0, 1.5, 1.2, 1.3, 1.2, 1.1, 1.4]
+    params, curve = api._early_stopping(_planted_run(7), EarlyStopping(every=3, metric="rmse"),
+                                        7, 3, _planted_value(values))
+    assert params == "after step 6" and curve == ((30, 1.2), (60, 1.1), (70, 1.4))
+    params, curve = api._early_stopping(_planted_run(7), EarlyStopping(1, "rmse", patience=1),
+                                        7, 1, _planted_value(values))
+    assert params == "after step 3" and [b for b, _ in curve] == [10, 20, 30, 40]
+    assert api._early_stopping(_planted_run(0), EarlyStopping(1), 0, 1, None) == (
+        "after step 0", ())                                    # no budget: the initial state
+    with pytest.raises(ValueError, match="undefined"):
+        api._early_stopping(_planted_run(2), EarlyStopping(1), 2, 1, lambda params: math.nan)
+
+
+def _assert_best_sweep(model, base, train, value, *, lower_is_better=False, **kwargs):
+    """model.curve is value(fit of base with s sweeps) at every sweep s = 1, 2, ...; the model
+    has the parameters of the best sweep (no early stopping, same key); it stopped after
+    `patience` evaluations without improvement, before the maximum."""
+    budgets, values = zip(*model.curve)
+    assert budgets == tuple(range(1, len(budgets) + 1))
+    for sweeps, got in model.curve:    # value may round the scores to f32 (`models.scores`)
+        params = fit(KEY, dataclasses.replace(base, sweeps=sweeps), train, **kwargs).params
+        assert got == pytest.approx(value(params), rel=1e-6)
+    best = int(np.argmin(values) if lower_is_better else np.argmax(values)) + 1
+    patience = model.spec.early_stopping.patience
+    assert len(budgets) == best + patience < base.sweeps
+    _assert_same_params(model.params,
+                        fit(KEY, dataclasses.replace(base, sweeps=best), train, **kwargs).params)
+
+
+def _ranking(name, relevant, exclude):
+    """The user mean of metric `name` of a factor model, from its dense scores."""
+    def value(params):
+        dense = np.asarray(models.scores(params, np.arange(relevant.shape[0])))
+        return metrics.mean(metrics.evaluate(dense, relevant, exclude=exclude,
+                                             metrics=(name,))[name])
+    return value
+
+
+def test_ials_early_stopping_returns_the_best_sweep():
+    base = IALSSpec(dim=4, l2=1.0, unobserved_weight=0.05, alpha=0.5, sweeps=12)
+    rule = EarlyStopping(every=1, metric="ndcg@5", patience=2)
+    valid = _validation()
+    model = fit(KEY, dataclasses.replace(base, early_stopping=rule), TRAIN, validation=valid)
+    assert model.spec.early_stopping == rule
+    _assert_best_sweep(model, base, TRAIN, _ranking("ndcg@5", valid, TRAIN))
+    sparse = fit(KEY, dataclasses.replace(base, early_stopping=EarlyStopping(5, "ndcg@5", 9)),
+                 TRAIN, validation=valid)
+    assert [b for b, _ in sparse.curve] == [5, 10, 12]         # every 5 sweeps and the last
+
+
+def _low_rank_ratings():
+    """Star ratings of a rank-2 truth with noise, 60 x 40: 30 % train, 15 % validation."""
+    rng = np.random.default_rng(1)
+    truth = 3 + rng.normal(size=(60, 2)) @ rng.normal(size=(40, 2)).T
+    stars = np.clip(np.round(truth + 0.5 * rng.normal(size=truth.shape)), 1, 5)
+    split = rng.random(truth.shape)
+    return (sp.csr_matrix(np.where(split < 0.3, stars, 0)),
+            sp.csr_matrix(np.where((split >= 0.3) & (split < 0.45), stars, 0)))
+
+
+def test_mf_rmse_early_stopping_on_validation_rmse_returns_the_best_sweep():
+    train, valid = _low_rank_ratings()
+    base = MFRMSESpec(dim=2, l2=0.03, sweeps=15)
+    model = fit(KEY, dataclasses.replace(base, early_stopping=EarlyStopping(1, "rmse", 2)), train,
+                validation=valid)
+    observed = valid.toarray() != 0
+
+    def rmse(params):
+        predicted = np.asarray(models.scores(params, np.arange(60)), np.float64)
+        return np.sqrt(np.mean((predicted - valid.toarray())[observed] ** 2))
+    _assert_best_sweep(model, base, train, rmse, lower_is_better=True)
+
+
+def test_allrank_early_stopping_ranks_the_validation_ratings_above_a_threshold():
+    held = _ratings(11).toarray()
+    valid = sp.csr_matrix(np.where(RATINGS.toarray() != 0, 0, held))
+    base = AllRankSpec(dim=3, l2=0.05, missing_weight=0.05, sweeps=12)
+    rule = EarlyStopping(every=1, metric="ndcg@5", patience=2, relevant_rating=4.0)
+    model = fit(KEY, dataclasses.replace(base, early_stopping=rule), RATINGS, validation=valid)
+    _assert_best_sweep(model, base, RATINGS, _ranking("ndcg@5", valid.toarray() >= 4,
+                                                      RATINGS.toarray() != 0))
+    anything = fit(KEY, dataclasses.replace(base, early_stopping=dataclasses.replace(
+        rule, relevant_rating=None)), RATINGS, validation=valid)
+    expected = _ranking("ndcg@5", valid.toarray() != 0, RATINGS.toarray() != 0)(
+        fit(KEY, dataclasses.replace(base, sweeps=1), RATINGS).params)
+    assert anything.curve[0] == (1, pytest.approx(expected, rel=1e-12))
+
+
+def test_als_early_stopping_argument_errors():
+    ials_rule = IALSSpec(dim=2, l2=1.0, early_stopping=EarlyStopping(1))
+    with pytest.raises(ValueError, match=r"set IALSSpec.early_stopping=EarlyStopping\(...\)"):
+        fit(KEY, IALSSpec(dim=2, l2=1.0), TRAIN, validation=_validation())
+    with pytest.raises(ValueError, match=r"IALSSpec.early_stopping needs validation: pass the "
+                                         r"held-out positives"):
+        fit(KEY, ials_rule, TRAIN)
+    with pytest.raises(ValueError, match="field `sweeps`"):
+        fit(KEY, ials_rule, TRAIN, validation=_validation(), pairs=100)
+    with pytest.raises(ValueError, match="validation must be boolean"):
+        fit(KEY, ials_rule, TRAIN, validation=RATINGS)
+    rmse_rule = MFRMSESpec(dim=2, early_stopping=EarlyStopping(1, "rmse"))
+    with pytest.raises(ValueError, match=r"MFRMSESpec.early_stopping needs validation: pass the "
+                                         r"held-out ratings"):
+        fit(KEY, rmse_rule, RATINGS)
+    with pytest.raises(ValueError, match="same users and items"):
+        fit(KEY, rmse_rule, RATINGS, validation=RATINGS[:5])
+    with pytest.raises(ValueError, match="set MFRMSESpec.early_stopping"):
+        fit(KEY, MFRMSESpec(dim=2), RATINGS, validation=RATINGS)
+    nothing_relevant = AllRankSpec(dim=2, early_stopping=EarlyStopping(1, relevant_rating=6.0))
+    with pytest.raises(ValueError, match="relevant_rating"):
+        fit(KEY, nothing_relevant, RATINGS, validation=_ratings(11))

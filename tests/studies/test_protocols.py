@@ -1,7 +1,8 @@
 """The protocols study (Steck RecSys'13 Table 1) at its smoke preset, its MNAR rating simulator
-(star shares and per-star observation rates against their configured values, 4-SE tolerance) and
-its winner bookkeeping against a brute-force count, the item-exposure observation model and
-the graded-nDCG gains (test ratings kept, unrated items imputed)."""
+(star shares and per-star observation rates against their configured values, 4-SE tolerance),
+Steck's splits and candidate sets, the user parts behind the paired SE, its noise-aware winners
+against a brute-force recount from the records, the λ selection table, the item-exposure
+observation model and the graded-nDCG gains (test ratings kept, unrated items imputed)."""
 import dataclasses
 import itertools
 import json
@@ -12,13 +13,14 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from simrec import metrics, runner
+from simrec import metrics, runner, stats
 from simrec_studies import protocols
 
 
-TINY = protocols.ProtocolsConfig(ratings_file="", world=protocols.WorldConfig(n_users=40, n_items=30, dim=2),
-                                 observe_probability=(0.05, 0.1, 0.2, 0.3, 0.5), n=3, dim=2,
-                                 missing_weight=0.2, sweeps=1)
+TINY = protocols.ProtocolsConfig(ratings_file="", world=protocols.WorldConfig(n_users=60, n_items=30, dim=2),
+                                 observe_probability=(0.1, 0.2, 0.3, 0.4, 0.6), min_ratings=8,
+                                 n_test=4, n_unrated=5, n=3, dim=2, missing_weight=0.2,
+                                 mf_l2_grid=(0.1, 1.0), allrank_l2_grid=(0.1,), sweeps=2)
 
 
 @pytest.fixture(scope="module")
@@ -29,33 +31,65 @@ def smoke_run(tmp_path_factory):
     return out
 
 
-def test_smoke_outputs_and_winners(smoke_run):
+def test_smoke_outputs_and_noise_aware_winners(smoke_run):
     assert json.loads((smoke_run / "manifest.json").read_text())["study"] == "protocols"
     assert (smoke_run / "fig_protocols.png").exists()
+    config = protocols.PRESETS["smoke"]
     table = pd.read_csv(smoke_run / "table_protocols.csv")
+    records = pd.read_csv(smoke_run / "records.csv", keep_default_na=False, na_values=[""])
     assert set(table.protocol) >= set(protocols.PROTOCOLS)
-    ranking = table[table.metric != "RMSE"]
-    for _, row in ranking.iterrows():                  # winner = larger value, equal = tie
-        expected = ("tie" if row["MF-RMSE"] == row["AllRank"]
-                    else "MF-RMSE" if row["MF-RMSE"] > row["AllRank"] else "AllRank")
-        assert row.winner == expected
-    rmse = table[table.metric == "RMSE"].iloc[0]
-    assert rmse.winner == ("MF-RMSE" if rmse["MF-RMSE"] < rmse["AllRank"] else "AllRank")
+    scored = records[records.part == "model"]
+    for _, row in table.iterrows():                    # recount every verdict from the parts
+        group = scored[(scored.data == row.data) & (scored.protocol == row.protocol)
+                       & (scored.metric == row.metric) & (scored.user_part >= 0)]
+        wide = group.pivot(index="user_part", columns="model", values="value")
+        assert len(wide) == config.parts
+        d = (wide["MF-RMSE"] - wide["AllRank"]).to_numpy() * (-1 if row.metric == "RMSE" else 1)
+        mean, se = d.mean(), d.std(ddof=1) / np.sqrt(len(d))
+        expected = "MF-RMSE" if mean > 2 * se else "AllRank" if mean < -2 * se else "tie"
+        assert row.winner == expected, row
+        assert row["MF-RMSE better by"] == pytest.approx(mean, abs=1e-9)   # csv: 10 digits
     claim = pd.read_csv(smoke_run / "table_claim.csv")
+    ranking = table[table.metric != "RMSE"]
     part = ranking[ranking.data == "simulated"]
     wide = part.pivot(index="metric", columns="protocol", values="winner")[list(protocols.OFFLINE)]
     across_protocols = [a != b for m in wide.index
                         for a, b in itertools.combinations(wide.loc[m], 2)]
     across_metrics = [a != b for p in wide.columns for a, b in itertools.combinations(wide[p], 2)]
     row = claim.set_index("data").loc["simulated"]
-    assert row["P(winner differs | two protocols, same metric)"] == pytest.approx(np.mean(across_protocols))
-    assert row["P(winner differs | two metrics, same protocol)"] == pytest.approx(np.mean(across_metrics))
+    assert row["P(verdict differs | two protocols, same metric)"] == pytest.approx(np.mean(across_protocols))
+    assert row["P(verdict differs | two metrics, same protocol)"] == pytest.approx(np.mean(across_metrics))
+    for protocol in protocols.OFFLINE:                 # every count includes ties
+        counts = {w: int(wide[protocol].eq(w).sum()) for w in ("MF-RMSE", "AllRank", "tie")}
+        assert row[f"verdicts {protocol}"] == ", ".join(f"{w} {n}" for w, n in counts.items())
     truth = part.pivot(index="metric", columns="protocol", values="winner")["complete ratings"]
     for protocol in protocols.OFFLINE:
-        assert row[f"names true winner {protocol}"] == pytest.approx(np.mean(wide[protocol] == truth))
-    graded = set(protocols.PRESETS["smoke"].graded_specs)
-    assert graded <= set(ranking.metric)
+        assert row[f"gives complete-data verdict {protocol}"] == pytest.approx(
+            np.mean(wide[protocol] == truth))
+    assert set(ranking.metric) == set(protocols.METRICS)
+    assert (ranking[ranking.protocol == "b rated test items"].cutoff.isin([0, config.n_b])).all()
     assert set(table.data) == {"simulated", protocols.EXPOSURE_CELL}
+    selected = pd.read_csv(smoke_run / "table_selected.csv", keep_default_na=False)
+    assert len(selected) == 2 * len(protocols.MODELS) and "at grid edge" in selected.columns
+    for _, r in selected.iterrows():                   # the edge flag of simrec.models.select
+        grid = [float(v) for v in r.grid.split()]
+        assert r.l2 in grid and (r["at grid edge"] == "l2") == (r.l2 in (min(grid), max(grid)))
+    readme = (smoke_run / "README.md").read_text()
+    assert "chosen by probes until Steck's pattern appeared" in readme and "tie" in readme
+
+
+def test_paired_winner_rule_on_the_table_matches_stats():
+    """The study's verdicts are exactly `simrec.stats.paired_winner` over the parts."""
+    records = pd.DataFrame([
+        {"data": "d", "part": "model", "model": m, "protocol": "a1 all items", "metric": "MAP",
+         "cutoff": 0, "user_part": k, "l2": 0.1, "sweeps": 1, "value": v, "se": np.nan}
+        for m, values in (("MF-RMSE", [0.30, 0.31, 0.29, 0.30, 0.32, 0.30]),
+                          ("AllRank", [0.29, 0.30, 0.30, 0.28, 0.30, 0.30]))
+        for k, v in zip(range(-1, 5), values)])
+    row = protocols._rows(protocols.PRESETS["smoke"], records).iloc[0]
+    verdict = stats.paired_winner([0.01, -0.01, 0.02, 0.02, 0.0], names=protocols.MODELS)
+    assert (row.winner, row.z) == (verdict.winner, pytest.approx(verdict.z))
+    assert row.winner == "tie"                               # z = 1.37
 
 
 def test_simulated_ratings_follow_the_configured_shares_and_mnar_rates():
@@ -91,9 +125,9 @@ def test_item_exposure_scales_the_observation_rates():
         assert abs(seen[pool].sum() - expected) <= 4 * np.sqrt(variance)
 
 
-def test_setup_shares_one_world_and_splits_with_each_cells_key():
+def test_setup_shares_one_world_and_draws_each_split_from_the_cells_key():
     """Both simulated cells see the same complete stars and the same uniforms (exposure only
-    changes the observation probabilities); each split draws from fold_in(cell_key(root, cell), 0)."""
+    changes the observation probabilities); each cell's splits come from cell_key(root, cell)."""
     root = jax.random.key(0)
     shared = protocols.setup(root, TINY)
     plain, exposed = shared.ratings["simulated"], shared.ratings[protocols.EXPOSURE_CELL]
@@ -102,13 +136,48 @@ def test_setup_shares_one_world_and_splits_with_each_cells_key():
     for cell, sigma in (("simulated", 0.0), (protocols.EXPOSURE_CELL, TINY.exposure_sigma)):
         ratings = shared.ratings[cell]
         assert (ratings.observed != protocols._observe(root, TINY, ratings.stars, sigma)).nnz == 0
-        key = jax.random.fold_in(runner.cell_key(root, {"data": cell}), 0)
-        train, test = protocols._split(key, ratings.observed, TINY.test_fraction)
+        key = runner.cell_key(root, {"data": cell})
+        train, test = protocols._split(jax.random.fold_in(key, 0), ratings.observed,
+                                       TINY.test_fraction)
         assert (ratings.train != train).nnz == 0 and (ratings.test != test).nnz == 0
         assert (ratings.train + ratings.test != ratings.observed).nnz == 0
+        assert (ratings.fit + ratings.valid != ratings.train).nnz == 0
+        assert ratings.fit.multiply(ratings.valid).nnz == 0
     # where both cells observe a pair it carries the same (true) rating
     both = plain.observed.multiply(exposed.observed.astype(bool))
     assert (both != exposed.observed.multiply(plain.observed.astype(bool))).nnz == 0
+
+
+def test_protocol_b_is_steck_split_and_a_ranks_sampled_unrated_items():
+    """(b): users with >= min_ratings ratings, n_test test ratings each (`split_steck`); (a2):
+    the sampled unrated items plus the rated test items; (a1): those plus the training items."""
+    ratings = protocols.setup(jax.random.key(1), TINY).ratings["simulated"]
+    counts = np.diff(ratings.observed.indptr)
+    eligible = counts >= TINY.min_ratings
+    assert eligible.any() and (~eligible).any()
+    np.testing.assert_array_equal(np.diff(ratings.test_b.indptr), np.where(eligible, TINY.n_test, 0))
+    kept = sp.csr_matrix(ratings.observed.multiply(eligible[:, None]))
+    assert (ratings.train_b + ratings.test_b != kept).nnz == 0
+    observed = ratings.observed.toarray() > 0
+    unrated = ratings.unrated.toarray()
+    assert not (unrated & observed).any()
+    np.testing.assert_array_equal(unrated.sum(1), np.minimum(TINY.n_unrated, (~observed).sum(1)))
+    test, train = ratings.test.toarray() > 0, ratings.train.toarray() > 0
+    np.testing.assert_array_equal(protocols._candidates(ratings, "a2 unrated items"), unrated | test)
+    np.testing.assert_array_equal(protocols._candidates(ratings, "a1 all items"),
+                                  unrated | test | train)
+
+
+def test_user_parts_are_disjoint_balanced_and_cover_the_evaluated_users():
+    evaluated = np.arange(23) % 4 != 0                       # 17 evaluated users
+    part = protocols._user_parts(jax.random.key(0), 23, evaluated, 5)
+    assert (part[~evaluated] == -1).all() and (part[evaluated] >= 0).all()
+    sizes = np.bincount(part[evaluated], minlength=5)
+    assert sizes.sum() == 17 and sizes.max() - sizes.min() <= 1
+    values = np.where(evaluated, np.arange(23.0), np.nan)
+    means = protocols._part_values(values, part, 5)
+    for k in range(5):
+        np.testing.assert_allclose(means[k], values[part == k].mean())
 
 
 def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
@@ -120,9 +189,15 @@ def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
     scored = frame[frame.part == "model"]
     assert set(scored.model) == set(protocols.MODELS)
     ranking = scored[scored.metric != "RMSE"]
-    assert len(ranking) == len(protocols.MODELS) * len(protocols.PROTOCOLS) * len(TINY.all_specs)
-    assert ranking.se.notna().all() and scored[scored.metric == "RMSE"].se.isna().all()
-    assert (np.diff(shared.ratings["simulated"].test.indptr) == 0).any()   # protocol (b) copes
+    assert len(ranking) == (len(protocols.MODELS) * len(protocols.PROTOCOLS)
+                            * len(protocols.METRICS) * (1 + TINY.parts))
+    whole = ranking[ranking.user_part == protocols.ALL_USERS]
+    assert whole.se.notna().all() and scored[scored.metric == "RMSE"].se.isna().all()
+    rmse = scored[scored.metric == "RMSE"]
+    assert set(rmse.protocol) == {"observed test", "b rated test items", "complete ratings"}
+    tuning = frame[frame.part == "tuning"]
+    assert sorted(tuning[tuning.model == "MF-RMSE"].l2) == sorted(TINY.mf_l2_grid)
+    assert (tuning.sweeps.between(1, TINY.sweeps)).all()
     sizes = frame[frame.part == "data"].set_index("metric").value
     assert sizes["users"] == TINY.world.n_users and sizes["items"] == TINY.world.n_items
     assert sizes["train ratings"] + sizes["test ratings"] == shared.ratings["simulated"].observed.nnz
@@ -132,16 +207,22 @@ def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
 def test_graded_gains_impute_unrated_items_and_keep_test_ratings():
     config = protocols.PRESETS["smoke"]
     test = sp.csr_matrix(np.array([[0, 5, 0, 3], [1, 0, 0, 0]], np.float64))
-    train_mask = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 1, 0]], bool))
-    settings = protocols._graded_settings(config, train_mask, test, None)
-    _, _, gains = settings["a2 unrated items"]
+    train = sp.csr_matrix(np.array([[4, 0, 0, 0], [0, 0, 2, 0]], np.float64))
+    empty = sp.csr_matrix((2, 4), dtype=bool)
+    ratings = protocols.Ratings(observed=train + test, train=train, test=test, fit=train,
+                                valid=empty, train_b=train, test_b=test, unrated=empty, stars=None)
+    settings = protocols._settings(config, ratings)
+    _, _, exclude, gains, _ = settings["a2 unrated items"]
     np.testing.assert_array_equal(gains, [[2, 5, 2, 3], [1, 2, 2, 2]])   # linear gain, Y0 = 2
-    relevant, exclude, _ = settings["b rated test items"]
-    np.testing.assert_array_equal(relevant.toarray(), test.toarray() > 0)
+    np.testing.assert_array_equal(exclude, test.toarray() == 0)       # nothing sampled here
+    _, relevant, exclude, _, graded = settings["b rated test items"]
+    np.testing.assert_array_equal(relevant.toarray(), test.toarray() >= 5)
+    np.testing.assert_array_equal(graded.toarray(), test.toarray() > 0)
     np.testing.assert_array_equal(exclude, test.toarray() == 0)
     exponential = dataclasses.replace(config, graded_gain="exponential")
-    _, _, gains = protocols._graded_settings(exponential, train_mask, test, None)["a1 all items"]
+    _, _, exclude, gains, _ = protocols._settings(exponential, ratings)["a1 all items"]
     np.testing.assert_array_equal(gains[0], [3, 31, 3, 7])
+    np.testing.assert_array_equal(exclude, (train + test).toarray() == 0)
 
 
 def test_protocol_b_leaves_users_without_test_ratings_out():
@@ -163,9 +244,13 @@ def test_real_data_cell_only_when_the_file_exists():
 
 @pytest.mark.parametrize("overrides", [{"star_shares": (0.5, 0.5, 0.1, 0.1, 0.1)},
                                        {"observe_probability": (0.0, 0.1, 0.1, 0.1, 0.1)},
-                                       {"test_fraction": 0.0}, {"missing_weight": 0.0},
-                                       {"dim": 0}, {"sweeps": 0}, {"exposure_sigma": -1.0},
-                                       {"graded_gain": "quadratic"}, {"graded_imputed": np.nan}])
+                                       {"test_fraction": 0.0}, {"valid_fraction": 1.0},
+                                       {"missing_weight": 0.0}, {"dim": 0}, {"sweeps": 0},
+                                       {"exposure_sigma": -1.0}, {"graded_gain": "quadratic"},
+                                       {"graded_imputed": np.nan}, {"parts": 4},
+                                       {"min_ratings": 10, "n_test": 10}, {"n_b": 11},
+                                       {"mf_l2_grid": (0.1, 0.0)}, {"allrank_l2_grid": ()},
+                                       {"mf_l2_grid": (0.1, 0.1)}, {"z": 0.0}])
 def test_config_rejects_bad_values(overrides):
     with pytest.raises(ValueError):
         dataclasses.replace(protocols.PRESETS["default"], **overrides)
