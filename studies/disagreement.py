@@ -373,7 +373,60 @@ def _summary_text(config, summary, spread) -> str:
                      f"(cv {lo['cv held-out']:.2f}) gives P(inversion) {lo['inversion_rate']:.1%}; "
                      f"s = {hi['spread s']:g} (cv {hi['cv held-out']:.2f}) gives "
                      f"{hi['inversion_rate']:.1%}.")
+    lines += ["", _verdict(config, summary, spread)]
     return "\n".join(lines)
+
+
+#: Kendall tau differences below this are reported as "no closer" (a tie, not a winner)
+TAU_TIE = 0.01
+
+
+def _closer(tau_dcg: float, tau_ndcg: float) -> str:
+    """Which metric's model order is closer to the truth's, by Kendall tau (`TAU_TIE`)."""
+    if abs(tau_dcg - tau_ndcg) < TAU_TIE:
+        return "neither"
+    return "DCG" if tau_dcg > tau_ndcg else "nDCG"
+
+
+def _verdict(config, summary: pd.DataFrame, spread: pd.DataFrame) -> str:
+    """The study's verdict on DCG vs nDCG model orderings, with the numbers behind it."""
+    rows = summary.set_index("data")
+    observed = [name for name in rows.index if name != "MovieLens-1M (Jeunen App. A)"]
+    parts = [f"**Verdict.** DCG@{config.k} and nDCG@{config.k} order the same {int(rows.iloc[0]['models'])} "
+             "models differently for " + ", ".join(
+                 f"{rows.loc[name, 'inversion_rate']:.1%} of model pairs on {name} (Kendall "
+                 f"{rows.loc[name, 'kendall']:.3f})" for name in observed)
+             + f", against {PAPER['inversion_rate']:.1%} on MovieLens-1M (Jeunen et al., App. A)"]
+    truth = [name for name in observed
+             if math.isfinite(rows.loc[name].get("tau(DCG, true DCG)", math.nan))]
+    for name in truth:
+        r = rows.loc[name]
+        closer = _closer(r["tau(DCG, true DCG)"], r["tau(nDCG, true DCG)"])
+        parts.append(
+            f"Where the true utility is known ({name}), "
+            + ("neither metric orders the models measurably closer to it" if closer == "neither"
+               else f"{closer} orders the models closer to it")
+            + f": Kendall tau against the complete-data DCG@{config.k} is {r['tau(DCG, true DCG)']:.3f} for "
+            f"DCG and {r['tau(nDCG, true DCG)']:.3f} for nDCG (inverted pairs "
+            f"{r['inv(DCG, true DCG)']:.1%} vs {r['inv(nDCG, true DCG)']:.1%}; differences below "
+            f"{TAU_TIE:g} in tau count as a tie)" + (
+                ", so on this data the choice between them does not pick better models"
+                if closer == "neither" else ""))
+    if len(spread):
+        lo, hi = spread.iloc[0], spread.iloc[-1]
+        groups = {}
+        for _, r in spread.iterrows():
+            groups.setdefault(_closer(r["tau(DCG, true DCG)"], r["tau(nDCG, true DCG)"]),
+                              []).append(f"{r['spread s']:g}")
+        parts.append(
+            f"In the controlled experiment the disagreement grows with the spread of held-out counts: "
+            f"{lo['inversion_rate']:.1%} of "
+            f"pairs at equal counts (s = {lo['spread s']:g}), {hi['inversion_rate']:.1%} at cv "
+            f"{hi['cv held-out']:.2f}; which metric is closer to the truth there depends on the "
+            "spread (" + "; ".join(
+                f"{'within ' + format(TAU_TIE, 'g') if who == 'neither' else who + ' closer'} at "
+                f"s = {', '.join(values)}" for who, values in groups.items()) + ")")
+    return ". ".join(parts) + "."
 
 
 STUDY = Study(

@@ -38,6 +38,10 @@ def test_study_runs_and_finds_inversions(tmp_path):
     assert set(t1.ideal) == {"all viewed", "same discount", "paper (Table 1)"}
     readme = (tmp_path / "README.md").read_text()
     assert "reproduces the paper" in readme
+    assert "The match is definitional, not an empirical finding" in readme
+    two = table[table.contexts == 2]                 # the verdict pools the 2-context shapes
+    assert f"{two.inversions.sum() / two.instances.sum():.1%} with 2 contexts" in readme
+    assert "the issue" not in readme.lower() and "as asked" not in readme.lower()
     assert "| all viewed | R | 1.00 | 1.00 | 1.00 | 0.29 | 1.00 | 0.64 |" in readme
     assert "| all viewed | R' | 0.00 | 2.50 | 0.00 | 0.71 | 1.25 | 0.36 |" in readme
     assert "| same discount | R | 1.00 | 1.00 | 1.00 | 0.40 | 1.00 | 0.70 |" in readme

@@ -135,3 +135,31 @@ def test_real_data_is_split_with_its_cell_key(tmp_path, monkeypatch):
 def test_config_rejects_bad_values(overrides):
     with pytest.raises(ValueError):
         dataclasses.replace(disagreement.PRESETS["default"], **overrides)
+
+
+def _summary_frames(tau_dcg: float, tau_ndcg: float):
+    """A one-data-set summary (plus the paper's row) and a two-spread table, by hand."""
+    summary = pd.DataFrame([
+        {"data": "simulated", "models": 192, "pearson": 0.99, "kendall": 0.97,
+         "inversion_rate": 0.015, "tau(DCG, true DCG)": tau_dcg, "tau(nDCG, true DCG)": tau_ndcg,
+         "inv(DCG, true DCG)": 0.04, "inv(nDCG, true DCG)": 0.05},
+        {"data": "MovieLens-1M (Jeunen App. A)", "models": 192, **disagreement.PAPER}])
+    spread = pd.DataFrame([
+        {"spread s": 0.0, "cv held-out": 0.0, "inversion_rate": 0.0,
+         "tau(DCG, true DCG)": 0.5, "tau(nDCG, true DCG)": 0.5},
+        {"spread s": 1.5, "cv held-out": 1.3, "inversion_rate": 0.17,
+         "tau(DCG, true DCG)": 0.6, "tau(nDCG, true DCG)": 0.7}])
+    return summary, spread
+
+
+def test_verdict_names_the_closer_metric_only_beyond_the_tie_margin():
+    config = disagreement.PRESETS["default"]
+    tie = disagreement._verdict(config, *_summary_frames(0.918, 0.9175))
+    assert "1.5% of model pairs on simulated (Kendall 0.970)" in tie
+    assert "25.1% on MovieLens-1M" in tie
+    assert "neither metric orders the models measurably closer" in tie
+    assert "0.0% of pairs at equal counts (s = 0), 17.0% at cv 1.30" in tie
+    assert "within 0.01 at s = 0; nDCG closer at s = 1.5" in tie
+    won = disagreement._verdict(config, *_summary_frames(0.95, 0.90))
+    assert "DCG orders the models closer to it: Kendall tau against the complete-data DCG@100 " \
+           "is 0.950 for DCG and 0.900 for nDCG" in won

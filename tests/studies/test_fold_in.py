@@ -1,7 +1,8 @@
 """The fold_in study (FastML strong generalisation) at its smoke preset, and the fold-in paths it
 relies on: iALS fold-in of a training user gives its trained vector, EASE and item-kNN score a
 new history exactly as history x weights, MF-ADG's fold-in is the ridge solve with its item
-factors, and reveals are nested random orders stacked as one row per (user, L). The study module
+factors, reveals are nested random orders stacked as one row per (user, L), grids are selected on
+validation users with the grid-edge flag, and the last.fm positives are the listened artists. The study module
 is imported as `study` (`fold_in` also names the model function and `jax.random.fold_in`)."""
 import dataclasses
 import inspect
@@ -30,10 +31,23 @@ def _train(seed=0, users=40, items=30):
     return sp.csr_matrix(rng.random((users, items)) < 0.25)
 
 
+def _source(train, seed=9) -> "study.Source":
+    """A source whose weak split is train itself plus a random early-stopping part (the
+    strong-protocol parts are not used by `fit_grid`)."""
+    stop = _train(seed, *train.shape)
+    stop = stop - stop.multiply(train)
+    return study.Source(test=None, validation=None, weak_train=train, weak_stop=stop.tocsr(),
+                        weak_test=None)
+
+
+def _fit(config, train, name):
+    """`name` fitted on train at its first grid point."""
+    return study.fit_grid(jax.random.key(0), config, _source(train), name)[0]
+
+
 def _scorers(config, train) -> dict:
-    """{model: score(history)} of every model fitted on train."""
-    return {name: study._history_scorer(study._fit(jax.random.key(0), config, train, name))
-            for name in study.MODELS}
+    """{model: score(history)} of every model fitted on train at its first grid point."""
+    return {name: study._history_scorer(_fit(config, train, name)) for name in study.MODELS}
 
 
 def test_smoke_outputs_and_crossings_match_the_curves(smoke_run):
@@ -41,6 +55,10 @@ def test_smoke_outputs_and_crossings_match_the_curves(smoke_run):
     manifest = json.loads((smoke_run / "manifest.json").read_text())
     assert manifest["study"] == "fold_in"
     assert (smoke_run / "fig_ndcg_vs_L.png").exists()
+    assert (smoke_run / "fig_early_stopping.png").exists()
+    readme = (smoke_run / "README.md").read_text()
+    assert "held-out test users" in readme and "validation users" in readme
+    assert "Grid edges" in readme and "the issue" not in readme.lower()
     curves = pd.read_csv(smoke_run / "table_curves.csv")
     assert len(curves) == len(study.MODELS) * config.max_known
     assert np.all((curves["low"] <= curves["mean"]) & (curves["mean"] <= curves["high"]))
@@ -77,16 +95,16 @@ def test_crossings_flag_clear_order_changes_against_hand_made_curves():
 
 def test_ials_fold_in_of_training_users_reproduces_trained_vectors():
     config = study.PRESETS["smoke"]
-    train = _train()
-    model = models.ials(jax.random.key(0), train, dim=4, l2=config.ials_l2,
+    train, l2 = _train(), config.ials_l2s[0]
+    model = models.ials(jax.random.key(0), train, dim=4, l2=l2,
                         unobserved_weight=config.ials_unobserved_weight, iterations=3)
-    again = models.fold_in(model.item, train, config.ials_l2,
+    again = models.fold_in(model.item, train, l2,
                            unobserved_weight=config.ials_unobserved_weight)
     np.testing.assert_allclose(np.asarray(again), np.asarray(model.user), rtol=1e-4, atol=1e-5)
 
 
 def test_new_histories_are_scored_with_the_trained_item_weights():
-    config = dataclasses.replace(study.PRESETS["smoke"], ease_l2=5.0, knn_k=5)
+    config = dataclasses.replace(study.PRESETS["smoke"], ease_l2s=(5.0,), knn_ks=(5,))
     train = _train(1)
     scorers = _scorers(config, train)
     history = _train(2, users=7)
@@ -132,10 +150,11 @@ def test_stacked_reveals_hold_every_L_nested():
 def test_fold_in_models_score_by_the_ridge_solve_with_their_item_factors_fixed(name):
     """The iALS and MF-ADG curves: x = (w0 YᵀY + (1 - w0) Y_LᵀY_L + λI)⁻¹ Y_Lᵀ1, scores x·Y,
     Y the trained item factors (MF-ADG's item bias left out)."""
-    config = dataclasses.replace(study.PRESETS["smoke"], ials_dim=3, pairs=500)
-    model = study._fit(jax.random.key(0), config, _train(4), name)
+    config = dataclasses.replace(study.PRESETS["smoke"], ials_dim=3, pairs=500, stop_every=100)
+    model = _fit(config, _train(4), name)
     history = _train(5, users=6)
-    w0, l2 = config.ials_unobserved_weight, config.ials_l2
+    w0 = config.ials_unobserved_weight
+    l2 = config.ials_l2s[0] if name == "iALS" else config.fold_in_l2s[0]
     factors = np.asarray(model.params.item, np.float64)
     expected = []
     for row in history.toarray():
@@ -155,15 +174,132 @@ def test_fit_scores_every_model_including_mf_adg():
         assert values.shape == (5, 30) and np.all(np.isfinite(values)), name
 
 
-def test_mf_adg_takes_its_budget_and_batch_from_the_config():
-    config = dataclasses.replace(study.PRESETS["smoke"], batch_size=64, adg_l2=0.02)
-    spec = study.model_spec(config, "MF-ADG")
+def test_mf_adg_takes_its_grid_point_budget_and_batch_from_the_config():
+    config = dataclasses.replace(study.PRESETS["smoke"], batch_size=64)
+    spec = study.model_spec(config, "MF-ADG", {"l2": 0.02, "fold_in_l2": 30.0})
     assert (spec.batch_size, spec.l2, spec.learning_rate) == (64, 0.02, config.adg_learning_rate)
-    assert spec.fold_in == models.FoldIn(l2=config.ials_l2,
-                                         unobserved_weight=config.ials_unobserved_weight)
+    assert spec.fold_in == models.FoldIn(l2=30.0, unobserved_weight=config.ials_unobserved_weight)
+    assert spec.early_stopping == models.EarlyStopping(every=config.stop_every,
+                                                       metric=study.STOP_METRIC,
+                                                       patience=config.patience)
+    assert study.model_spec(config, "iALS", {"l2": 3.0}).early_stopping.every == 1
     assert study.FoldInConfig().batch_size == 256
     with pytest.raises(ValueError, match="model must be one of"):
-        study.model_spec(config, "BPR")
+        study.model_spec(config, "BPR", {})
+
+
+def test_grids_are_log_spaced_wide_and_products_for_mf_adg():
+    config = study.PRESETS["default"]
+    assert study._log_grid(1e-3, 1.0) == (0.001, 0.01, 0.1, 1.0)
+    assert study._log_grid(1e-3, 1.0, 2) == (0.001, 0.00316, 0.01, 0.0316, 0.1, 0.316, 1.0)
+    assert min(config.adg_l2s) <= 1e-3 and max(config.adg_l2s) >= 1.0
+    grid = study.model_grid(config, "MF-ADG")
+    assert grid == [{"l2": a, "fold_in_l2": b} for a in config.adg_l2s for b in config.fold_in_l2s]
+    assert study.model_grid(config, "popularity") == [{}]
+    assert study.model_grid(config, "item-kNN") == [{"k": float(k)} for k in config.knn_ks]
+
+
+def test_mf_adg_grid_trains_once_per_training_l2_and_scores_with_each_fold_in_l2():
+    """The fold-in is not part of training: the grid points of one training λ share the trained
+    parameters (and the early-stopping curve) and differ only in their FoldIn."""
+    config = dataclasses.replace(study.PRESETS["smoke"], ials_dim=3, pairs=2_000, stop_every=200,
+                                 adg_l2s=(0.01, 0.1), fold_in_l2s=(1.0, 10.0, 100.0))
+    fits = study.fit_grid(jax.random.key(0), config, _source(_train(4)), "MF-ADG")
+    assert len(fits) == 6
+    for i, point in enumerate(study.model_grid(config, "MF-ADG")):
+        assert fits[i].spec.l2 == point["l2"] and fits[i].spec.fold_in.l2 == point["fold_in_l2"]
+        assert fits[i].params is fits[3 * (i // 3)].params and fits[i].curve
+    assert fits[0].params is not fits[3].params
+    budgets = [budget for budget, _ in fits[0].curve]
+    assert budgets == sorted(budgets) and budgets[-1] <= config.pairs + _train(4).nnz
+
+
+def test_large_fold_in_l2_ranks_by_summed_item_similarity():
+    """x = (A + λI)⁻¹ Y_Lᵀ1 -> Y_Lᵀ1 / λ as λ grows, so the ranking tends to that of
+    Σ_(j revealed) θⱼ·θᵢ (the plateau at the top of the fold-in grid)."""
+    config = dataclasses.replace(study.PRESETS["smoke"], ials_dim=3, pairs=500, stop_every=100,
+                                 adg_l2s=(0.01,), fold_in_l2s=(1e7,))
+    model = _fit(config, _train(4), "MF-ADG")
+    history = _train(5, users=6)
+    factors = np.asarray(model.params.item, np.float64)
+    limit = history.toarray() @ factors @ factors.T
+    got = study._history_scorer(model)(history)
+    for row in range(6):
+        np.testing.assert_array_equal(np.argsort(-got[row], kind="stable")[:5],
+                                      np.argsort(-limit[row], kind="stable")[:5])
+
+
+def _validation_records(values: dict[float, float]) -> pd.DataFrame:
+    """Hand-made records of one EASE cell: validation MANDCG per λ and the strong MANDCG row."""
+    rows = [{"data": "d", "model": "EASE", "protocol": "validation", "measure": "mandcg", "L": 0,
+             "l2": l2, "fold_in_l2": np.nan, "k": np.nan, "budget": 0, "mean": v, "low": v,
+             "high": v, "se": 0.01, "users": 40, "seconds": 1.0} for l2, v in values.items()]
+    rows.append({**rows[0], "protocol": "strong", "users": 90})
+    return pd.DataFrame(rows)
+
+
+def test_selected_table_flags_a_planted_optimum_outside_the_grid():
+    """The validation value rises towards the grid's top (a cut-off optimum): flagged; the
+    optimum inside the grid: not flagged. Users come from the validation and test rows."""
+    smoke = study.PRESETS["smoke"]
+    cut = study.selected_table(smoke, _validation_records({1.0: 0.1, 10.0: 0.2, 100.0: 0.3}))
+    assert cut.loc[0, "selected"] == "l2 = 100" and cut.loc[0, "at grid edge"] == "l2"
+    inside = study.selected_table(smoke, _validation_records({1.0: 0.1, 10.0: 0.3, 100.0: 0.2}))
+    assert inside.loc[0, "selected"] == "l2 = 10" and inside.loc[0, "at grid edge"] == ""
+    assert (inside.loc[0, "validation users"], inside.loc[0, "test users"]) == (40, 90)
+    plateau = study.selected_table(smoke, _validation_records({1.0: 0.1, 10.0: 0.3, 100.0: 0.3}))
+    assert plateau.loc[0, "selected"] == "l2 = 10" and plateau.loc[0, "at grid edge"] == ""
+
+
+def test_selection_rounds_ties_and_takes_mf_adg_training_l2_by_the_one_se_rule():
+    """Values equal to TIE_DECIMALS go to the earlier (smaller) point; MF-ADG's training λ is the
+    largest with a point within one SE of the best, then its best fold-in λ."""
+    points = [{"l2": v} for v in (1.0, 10.0, 100.0, 1000.0)]
+    tied = study.selection("EASE", points, [0.1, 0.30001, 0.30004, 0.2], [0.01] * 4)
+    assert tied.point == {"l2": 10.0} and tied.edges == ()
+    grid = [{"l2": a, "fold_in_l2": b} for a in (1e-4, 1e-3, 1e-2, 1e-1) for b in (1.0, 10.0, 100.0)]
+    means = [0.40, 0.45, 0.45,    # λ = 1e-4: the best (0.45), flat in the fold-in λ at the top
+             0.39, 0.44, 0.43,    # λ = 1e-3
+             0.38, 0.41, 0.44,    # λ = 1e-2: 0.44 is within one SE (0.02) of 0.45
+             0.20, 0.25, 0.30]    # λ = 1e-1: not within
+    choice = study.selection("MF-ADG", grid, means, [0.02] * 12)
+    assert choice.point == {"l2": 1e-2, "fold_in_l2": 100.0}
+    assert choice.edges == ("fold_in_l2",)
+    plain = study.selection("MF-ADG", grid, means, [0.001] * 12)      # tiny SE: the plain maximum
+    assert plain.point == {"l2": 1e-4, "fold_in_l2": 10.0} and plain.edges == ("l2",)
+
+
+def test_the_selected_grid_point_is_the_one_evaluated_on_test_users(smoke_run):
+    records = pd.read_csv(smoke_run / "records.csv")
+    chosen = pd.read_csv(smoke_run / "table_selected.csv", keep_default_na=False).set_index("model")
+    for model in study.MODELS:
+        part = records[records.model == model]
+        valid = part[part.protocol == "validation"]
+        choice = study.selection(model, [study._point(r) for _, r in valid.iterrows()],
+                                 valid["mean"].to_numpy(), valid["se"].to_numpy())
+        best = {} if choice is None else choice.point
+        strong = part[part.protocol == "strong"]
+        assert strong.shape[0] == study.PRESETS["smoke"].max_known + 1
+        assert study._point(strong.iloc[0]) == best
+        assert chosen.loc[model, "selected"] == ", ".join(f"{k} = {v:g}" for k, v in best.items())
+        if model in study.MODEL_KEYS:                               # trained: curve recorded
+            assert (part.protocol == "stopping").any()
+
+
+def test_lastfm_positives_are_listened_artists_with_enough_listeners(tmp_path, monkeypatch):
+    folder = tmp_path / "hetrec-lastfm-2k"
+    folder.mkdir()
+    rows = [(2, 51, 13883), (2, 52, 11690), (3, 51, 5), (4, 51, 1), (4, 52, 7), (4, 53, 3)]
+    (folder / "user_artists.dat").write_text(
+        "userID\tartistID\tweight\n" + "".join(f"{u}\t{a}\t{w}\n" for u, a, w in rows))
+    monkeypatch.setenv("SIMREC_DATA", str(tmp_path))
+    config = dataclasses.replace(study.PRESETS["smoke"], lastfm_min_item=2)
+    assert study.sources(dataclasses.replace(config, lastfm_file="hetrec-lastfm-2k/user_artists.dat")
+                         ) == ["simulated", study.LASTFM]
+    positives = study._positives(jax.random.key(0), dataclasses.replace(
+        config, lastfm_file="hetrec-lastfm-2k/user_artists.dat"), study.LASTFM)
+    # artist 53 has one listener and is dropped; every other listened pair is a positive
+    assert positives.dtype == bool and positives.shape == (3, 2) and positives.nnz == 5
 
 
 def test_compute_matches_the_run_records_and_the_declared_columns(smoke_run):
@@ -180,7 +316,9 @@ def test_compute_matches_the_run_records_and_the_declared_columns(smoke_run):
         theirs = stored[stored.model == cell["model"]].reset_index(drop=True)
         columns = [c for c in study.COLUMNS if c != "seconds"]
         pd.testing.assert_frame_equal(fresh[columns], theirs[columns], check_exact=True)
-        assert len(fresh) == config.max_known + 2                  # the curve, MANDCG, weak
+        evaluated = fresh[fresh.protocol.isin(["strong", "weak"])]
+        assert len(evaluated) == config.max_known + 2              # the curve, MANDCG, weak
+        assert (fresh.protocol == "validation").sum() == len(study.model_grid(config, cell["model"]))
 
 
 def test_the_module_keeps_no_state():
@@ -198,13 +336,17 @@ def test_every_config_field_is_documented():
 
 
 @pytest.mark.parametrize("overrides", [{"max_known": 0}, {"held_out_fraction": 1.0},
-                                       {"ials_l2": 0.0}, {"level": 1.5}, {"pairs": 0},
-                                       {"batch_size": 0}, {"ials_sweeps": 0}])
+                                       {"held_out_fraction": 0.6, "validation_fraction": 0.4},
+                                       {"ials_l2s": (0.0,)}, {"level": 1.5}, {"pairs": 0},
+                                       {"batch_size": 0}, {"ials_sweeps": 0}, {"knn_ks": ()},
+                                       {"adg_l2s": (0.1, 0.1)}, {"knn_ks": (10.5,)},
+                                       {"stop_every": 0}])
 def test_config_rejects_bad_values(overrides):
     with pytest.raises(ValueError):
         dataclasses.replace(study.PRESETS["default"], **overrides)
 
 
 def test_real_data_cell_only_when_the_file_exists():
-    config = dataclasses.replace(study.PRESETS["default"], ratings_file="no/such.csv")
+    config = dataclasses.replace(study.PRESETS["default"], ratings_file="no/such.csv",
+                                 lastfm_file="no/such.dat")
     assert study.cells(config) == [{"data": "simulated", "model": m} for m in study.MODELS]

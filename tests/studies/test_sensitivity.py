@@ -296,3 +296,24 @@ def test_sweep_over_m_via_the_cli_reads_the_cache(smoke_run, capsys):
     single = pd.read_csv(root / "m=64" / "table_sensitivity.csv")
     pd.testing.assert_frame_equal(single.reset_index(drop=True),
                                   whole[whole.m == 64].reset_index(drop=True), check_dtype=False)
+
+
+def test_sign_agreement_verdict_states_the_shares_against_the_papers_100_percent():
+    """Hand-made rates: DCG's share of positive estimates rises with m, nDCG's stays low; the
+    verdict quotes them, says the paper's 100 % is not reproduced, and orders the levels by ε."""
+    config = sensitivity.PRESETS["default"]
+    ms = (1.0, 16.0, math.inf)
+    share = {("all levels", "dcg"): (0.07, 0.5, 0.87), ("all levels", "ndcg"): (0.01, 0.08, 0.08),
+             ("level1", "dcg"): (0.14, 0.7, 1.0), ("level1", "ndcg"): (0.0, 0.1, 0.1),
+             ("level2", "dcg"): (0.0, 0.3, 0.74), ("level2", "ndcg"): (0.0, 0.0, 0.0)}
+    rates = pd.DataFrame([{"scope": scope, "metric": metric, "m": m, "n_improving": 84,
+                           "sign_agreement": value}
+                          for (scope, metric), values in share.items() for m, value in zip(ms, values)])
+    text = sensitivity._sign_text(config, rates, {"level1": 593.0, "level2": 3354.0})
+    assert "**not reproduced**" in text and "Jeunen et al.: 100%" in text
+    assert "positive in 7% of them at m = 1, at most 87% (m = ∞) and 87% at m = ∞" in text
+    assert "nDCG's share is 1%–8%" in text
+    assert "level2 (ε = 0.01, largest weight 3354): 0% at m = 1, 74% at m = ∞" in text
+    assert "The rarer the exploration, the lower the agreement" in text
+    every = rates.assign(sign_agreement=1.0)
+    assert "**reproduced**" in sensitivity._sign_text(config, every, {})
