@@ -10,7 +10,9 @@
 - Monte Carlo summaries (bias and RMSE over replications) and Holm's step-down correction for
   cells that run many tests.
 - Noise-aware winners (Steck, RecSys'13, §3.3): a paired difference of two models measured on
-  K disjoint parts of the test users names a winner only beyond z standard errors.
+  K disjoint parts of the test users names a winner only beyond z standard errors; the parts
+  (`user_parts`, from a ``jax.random`` key as every random draw in simrec) and each part's mean
+  of a per-user metric (`part_means`).
 
 Everything is numpy/scipy in float64, not JAX: the inputs are small summaries (days, settings,
 models, replications) and tail p-values need double precision. Samples lie along ``axis`` (the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 from scipy import stats as scipy_stats
 
@@ -32,6 +35,7 @@ __all__ = [
     "pearson", "kendall_tau", "mean_ci", "one_sided_p", "Sensitivity", "sensitivity_summary",
     "sensitivity_from_moments", "z_test",
     "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni", "Winner", "paired_winner", "TIE",
+    "user_parts", "part_means",
     "CI_METHODS", "ALTERNATIVES", "NAN_POLICIES",
 ]
 
@@ -569,3 +573,46 @@ def paired_winner(difference_parts, *, names: tuple[str, str] = ("A", "B"), z: f
     statistic = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
     winner = names[0] if mean > z * se else names[1] if mean < -z * se else TIE
     return Winner(winner=winner, difference=mean, se=se, z=statistic)
+
+
+def user_parts(key: jax.Array, evaluated, parts: int) -> np.ndarray:
+    """The disjoint user parts of `paired_winner`: the evaluated users in a random order (a
+    permutation drawn from key), dealt round-robin into parts 0..parts-1, so part sizes differ by
+    at most one. evaluated: bool[U], the users with a metric value (e.g. a relevant test item).
+    parts: K >= 2 (Steck uses 5). Returns i64[U], each user's part, -1 for users not evaluated."""
+    mask = np.asarray(evaluated)
+    if mask.ndim != 1 or mask.dtype != bool:
+        raise ValueError(f"evaluated must be a 1-D bool mask over the users, got dtype "
+                         f"{mask.dtype} and shape {mask.shape}")
+    if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 2:
+        raise ValueError(f"parts must be an integer >= 2 (Steck uses 5), got {parts!r}")
+    order = np.asarray(jax.random.permutation(key, mask.size))
+    order = order[mask[order]]
+    out = np.full(mask.size, -1, dtype=np.int64)
+    out[order] = np.arange(order.size) % parts
+    return out
+
+
+def part_means(per_user, part, parts: int) -> np.ndarray:
+    """The mean of a per-user metric over each part's users, m_k = mean{x_u : part_u = k}, the
+    input of `paired_winner` once two models' part means are subtracted.
+
+    per_user: f[U] (NaN allowed only where part = -1); part: i[U] in -1..parts-1 (-1 = no part,
+    e.g. from `user_parts`); parts: K >= 1. Returns f64[K] (NaN for an empty part)."""
+    values, labels = _float_array(per_user, "per_user"), np.asarray(part)
+    if values.ndim != 1 or labels.shape != values.shape:
+        raise ValueError(f"per_user and part must be 1-D of one length (one entry per user), got "
+                         f"shapes {values.shape} and {labels.shape}")
+    if isinstance(parts, bool) or not isinstance(parts, (int, np.integer)) or parts < 1:
+        raise ValueError(f"parts must be an integer >= 1, got {parts!r}")
+    if not np.issubdtype(labels.dtype, np.integer) or labels.size and (
+            labels.min() < -1 or labels.max() >= parts):
+        raise ValueError(f"part must hold integers in -1..{parts - 1} (-1 = in no part), e.g. from "
+                         f"user_parts")
+    use = labels >= 0
+    if np.isnan(values[use]).any():
+        raise ValueError("per_user is NaN for a user in a part: leave users without a value out "
+                         "of the parts (user_parts(..., evaluated=~np.isnan(per_user), ...))")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.bincount(labels[use], values[use], parts)
+                / np.bincount(labels[use], minlength=parts))

@@ -1,25 +1,33 @@
-"""Benchmark ``bench_opt_adg``: simrec OPT-ADG against LightFM's WARP on the paper-like worlds.
+"""Benchmark ``bench_opt_adg``: simrec's MF-ADG against LightFM's WARP at equal wall-clock training time.
 
 WARP (Weston, Bengio, Usunier 2010) is the sampler OPT-ADG builds on (Lim §4 cites it for Eq. 5):
-both draw negatives until a margin violator, at most max_sampled of them. With
-max_sampled = ⌈(|I|-1)/γ⌉ LightFM's draw cap equals OPT-ADG's for γ = 100. Per world the benchmark
-trains both for the same number of epochs (one sampled pair per training positive each; LightFM
-on one thread, in its own virtual environment through a subprocess, data passed as .npz),
-`--repeats` times in alternation (the machine may be shared: the best run of each counts), and
-reports training positives per second after compilation (wall and process CPU time) and test
-ADG / NDCG / Recall@10 (fold 0 of Lim's 70/10/20 split, train and valid excluded).
+both draw negatives until a margin violator, at most max_sampled of them; with
+max_sampled = ⌈(|I|-1)/γ⌉ LightFM's draw cap equals OPT-ADG's for γ = 100.
 
-The two differ beyond the implementation: OPT-ADG samples u uniformly and i⁺ uniformly in O⁺ᵤ
-(Lim Alg. 1 line 2), weights a violator by C(⌊(|I|-1)/n⌋) = 1 - 1/log₂(⌊(|I|-1)/n⌋ + 2) and
-draws negatives from I∖{i⁺}; LightFM visits every training positive once per epoch, weights by
-log⌊(|I|-1)/n⌋ and skips drawn positives. simrec runs at each `--search-widths` (default:
-`OptADG`'s default 8, and 256, faster but with more pairs sharing candidates, see
-`simrec.models.opt_adg`). An ablation row trains simrec's OPT-ADG with pairs drawn uniformly
-over the training positives (`sample_positives`, LightFM's visiting rate) to separate the
-sampling scheme from the implementation. Last, the scaling of simrec's epoch time and step time
-with the catalogue size (per-step cost should not grow with |I|).
+Protocol, per world (`simrec.world.PRESETS`, read at run time; fold 0 of the 70/10/20 per-user
+split): every model trains in chunks of one epoch (one sampled pair per training positive) up to
+the largest budget of training wall time; simrec in this process (its epoch compiled ahead of
+time, the compile time measured separately), LightFM on one thread in its own virtual environment
+(a subprocess that trains one epoch per request and hands its embeddings back through an .npz).
+Only the training chunks are timed: the validation ADG that picks the checkpoint is computed
+between chunks with the clock stopped, for both sides alike (evaluation is charged to neither).
+A checkpoint is evaluated when the training time crosses a point of the schedule (a quarter of
+every budget: b/4, b/2, 3b/4, b) and just before a chunk that would cross a budget, so every
+budget b gets the best-validation checkpoint among those with training time <= b. The test
+metrics (ADG, NDCG, Recall@10; train and valid excluded) of that checkpoint are reported per
+budget. simrec's compile time is reported in its own column, and the column "ADG, compile
+charged" takes the best checkpoint with training time + compile time <= b.
 
-    python -m studies.bench_opt_adg [--epochs 5] [--lightfm-python /tmp/lightfm-venv/bin/python]
+Hyperparameters of each side are chosen the same way: a small log-spaced grid per side (simrec:
+adagrad learning rate x λ; LightFM: adagrad learning rate x its per-sample L2 alpha), every point
+trained to the largest budget, the point with the best validation ADG at the tuning budget (the
+middle budget by default) selected and reported at every budget; the grid's validation ADG at the
+tuning budget is printed too. simrec runs with Lim's user-uniform pair sampling (`OptADG`'s
+default, sampling="user") and with pairs uniform over the training positives (sampling="positive",
+LightFM's visiting rate), each tuned on its own.
+
+    simrec bench opt_adg [--budgets 5 15 45] [--presets lastfm movielens]
+                         [--lightfm-python /tmp/lightfm-venv/bin/python]
 
 LightFM 1.17 builds with `pip install 'pip<23.1'` then `pip install --no-use-pep517 lightfm==1.17`
 in a separate venv; without it only simrec's rows are printed.
@@ -41,7 +49,7 @@ import optax
 import pandas as pd
 
 from simrec import metrics, missing, models
-from simrec.models.positives import PositiveSets, positive_sets, sample_pairs
+from simrec.models.positives import positive_sets
 from simrec.models.training import train_epoch
 from simrec.world import PRESETS, make_world
 
@@ -50,153 +58,207 @@ _LIGHTFM_SCRIPT = """
 import sys, time, numpy as np, scipy.sparse as sp
 from lightfm import LightFM
 data = np.load(sys.argv[1])
-shape = tuple(data["shape"])
-train = sp.coo_matrix((np.ones(len(data["rows"]), np.float32), (data["rows"], data["cols"])), shape=shape)
+train = sp.coo_matrix((np.ones(len(data["rows"]), np.float32), (data["rows"], data["cols"])),
+                      shape=tuple(data["shape"]))
 model = LightFM(no_components=int(data["dim"]), loss="warp", max_sampled=int(data["max_sampled"]),
                 learning_rate=float(data["lr"]), item_alpha=float(data["alpha"]),
                 user_alpha=float(data["alpha"]), random_state=0)
-epochs = int(data["epochs"])
-wall, cpu = time.perf_counter(), time.process_time()
-model.fit_partial(train, epochs=epochs, num_threads=1)
-wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-np.savez(sys.argv[2], user=model.user_embeddings, item=model.item_embeddings,
-         item_bias=model.item_biases, wall=wall, cpu=cpu)
+for line in sys.stdin:
+    if line.strip() != "epoch":
+        break
+    wall = time.perf_counter()
+    model.fit_partial(train, epochs=1, num_threads=1)
+    wall = time.perf_counter() - wall
+    np.savez(sys.argv[2], user=model.user_embeddings, item=model.item_embeddings,
+             item_bias=model.item_biases)
+    print(wall, flush=True)
 """
 
 
-def _fold(preset: str, n_items: int | None = None, seed: int = 0):
-    config = PRESETS[preset] if n_items is None else dataclasses.replace(PRESETS[preset], n_items=n_items)
-    world = make_world(jax.random.key(seed), config)
+def _fold(preset: str, seed: int = 0):
+    """Fold 0 of the 70/10/20 per-user split of the world `preset` (its current `PRESETS` entry)."""
+    world = make_world(jax.random.key(seed), PRESETS[preset])
     prior = missing.prior_relevant(jax.random.fold_in(jax.random.key(seed), 1), world)
     observed = missing.observe_srs(jax.random.fold_in(jax.random.key(seed), 2), prior,
                                    missing.DEFAULT_OBSERVATION_RATE)
     return missing.split_per_user(jax.random.fold_in(jax.random.key(seed), 3), observed, n_folds=1)[0]
 
 
-def _evaluate(params: models.MF, split) -> dict:
-    values = metrics.evaluate(lambda users: models.scores(params, users), split.test,
-                              exclude=split.train + split.valid, metrics=EVAL)
-    return {spec: metrics.mean(v) for spec, v in values.items()}
+def _mean_metrics(params: models.MF, relevant, exclude, names) -> dict:
+    values = metrics.evaluate(lambda users: models.scores(params, users), relevant,
+                              exclude=exclude, metrics=names)
+    return {name: metrics.mean(v) for name, v in values.items()}
 
 
-def sample_positives(key: jax.Array, sets: PositiveSets, batch_size: int):
-    """(u, i⁺) uniform over the training positives, with replacement (LightFM's visiting rate of
-    one per positive and epoch; Lim sample u uniformly instead). For the ablation row only.
-    Returns users: i32[batch_size], positives: i32[batch_size]."""
-    entry = jax.random.randint(key, (batch_size,), 0, sets.indices.shape[0])
-    users = jnp.searchsorted(sets.indptr, entry, side="right") - 1
-    return users.astype(jnp.int32), sets.indices[entry]
+def schedule(budgets) -> list[float]:
+    """Training times at which a checkpoint is evaluated: b/4, b/2, 3b/4, b of every budget b."""
+    return sorted({b * q / 4 for b in budgets for q in (1, 2, 3, 4)})
 
 
-def simrec_run(split, *, epochs: int, dim: int, gamma: float, lr: float, l2: float,
-               init_scale: float, batch_size: int, search_width: int,
-               sampler=sample_pairs) -> dict:
-    """Train `epochs` OPT-ADG epochs (adagrad at rate lr) after compiling; returns the training
-    time (wall, process CPU), the step count and the test metrics."""
-    spec = models.OptADG(dim=dim, gamma=gamma, init_scale=init_scale, search_width=search_width)
+def trace(chunks, split, budgets) -> list[dict]:
+    """Run `chunks` (an iterator of (training seconds of the chunk, params getter)) until the
+    training time reaches max(budgets), evaluating validation ADG on the schedule (clock stopped).
+    Returns the checkpoints that improved the best validation ADG so far, in time order, each
+    {"seconds", "valid_adg", test metrics}: the best checkpoint within budget b is the last of
+    them with seconds <= b."""
+    points, end = schedule(budgets), max(budgets)
+    elapsed, best, improved = 0.0, -math.inf, []
+    for seconds, params in chunks:
+        elapsed += seconds
+        due = points and elapsed >= points[0]
+        while points and elapsed >= points[0]:
+            points.pop(0)
+        # the next chunk would cross a budget: this is the last state within it
+        crossing = any(elapsed <= b < elapsed + seconds for b in budgets)
+        if elapsed <= end and (due or crossing):
+            current = params()
+            valid = _mean_metrics(current, split.valid, split.train + split.test, ("adg",))["adg"]
+            if valid > best:
+                best = valid
+                improved.append({"seconds": elapsed, "valid_adg": valid, **_mean_metrics(
+                    current, split.test, split.train + split.valid, EVAL)})
+        if elapsed >= end:
+            break
+    return improved
+
+
+def at_budget(improved: list[dict], budget: float, charge: float = 0.0) -> dict | None:
+    """The best-validation checkpoint with seconds + charge <= budget (None if there is none)."""
+    within = [c for c in improved if c["seconds"] + charge <= budget]
+    return within[-1] if within else None
+
+
+def simrec_chunks(split, *, sampling: str, lr: float, l2: float, dim: int, gamma: float,
+                  init_scale: float, batch_size: int, compile_seconds: list):
+    """Epochs of simrec's MF-ADG (adagrad at rate lr, λ = l2), compiled ahead of time (the compile
+    time is appended to compile_seconds). Yields (training seconds, params getter)."""
+    spec = models.OptADG(dim=dim, gamma=gamma, init_scale=init_scale, sampling=sampling)
     optimizer = optax.adagrad(lr)
-    train = split.train
-    sets = positive_sets(train)
-    params = models.init_mf(jax.random.key(0), *train.shape, dim, spec.init_scale)
+    sets = positive_sets(split.train)
+    init_key, loop_key = jax.random.split(jax.random.key(0))
+    params = models.init_mf(init_key, *split.train.shape, dim, init_scale)
     opt_state = optimizer.init(params)
-    steps = jnp.int32(-(-train.nnz // batch_size))
-    run = lambda e, p, s: train_epoch(jax.random.key(e), spec, p, s, sets, jnp.float32(l2), steps,
-                                      optimizer=optimizer, batch_size=batch_size, sampler=sampler)
-    jax.block_until_ready(run(0, params, opt_state))                     # compile
-    wall, cpu = time.perf_counter(), time.process_time()
-    for epoch in range(epochs):
-        params, opt_state, _, _ = run(epoch + 1, params, opt_state)
-    jax.block_until_ready(params)
-    return {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,
-            "steps": int(steps), **_evaluate(params, split)}
+    steps, l2 = jnp.int32(-(-split.train.nnz // batch_size)), jnp.float32(l2)
+    start = time.perf_counter()
+    epoch = train_epoch.lower(loop_key, spec, params, opt_state, sets, l2, steps,
+                              optimizer=optimizer, batch_size=batch_size).compile()
+    compile_seconds.append(time.perf_counter() - start)
+    for e in range(10**9):
+        start = time.perf_counter()
+        params, opt_state, _, _ = epoch(jax.random.fold_in(loop_key, e), spec, params, opt_state,
+                                        sets, l2, steps)
+        jax.block_until_ready(params)
+        yield time.perf_counter() - start, (lambda p=params: p)
 
 
-def lightfm_run(split, python: str, *, epochs: int, dim: int, gamma: float, lr: float,
-                alpha: float) -> dict:
-    """LightFM WARP (one thread, adagrad at rate lr, per-sample L2 `alpha` on the embeddings) in a
-    subprocess of `python`; same outputs as `simrec_run`."""
+def lightfm_chunks(split, python: str, *, lr: float, alpha: float, dim: int, gamma: float):
+    """Epochs of LightFM WARP (one thread, adagrad at rate lr, per-sample L2 alpha on the
+    embeddings) in a subprocess of `python`. Yields (training seconds, params getter)."""
     train = split.train.tocoo()
-    n_items = train.shape[1]
     with tempfile.TemporaryDirectory() as folder:
         data, out = Path(folder) / "train.npz", Path(folder) / "model.npz"
         np.savez(data, rows=train.row.astype(np.int32), cols=train.col.astype(np.int32),
-                 shape=np.array(train.shape), dim=dim, max_sampled=math.ceil((n_items - 1) / gamma),
-                 lr=lr, alpha=alpha, epochs=epochs)
-        subprocess.run([python, "-c", _LIGHTFM_SCRIPT, str(data), str(out)], check=True)
-        model = np.load(out)
-        params = models.MF(user=jnp.asarray(model["user"]), item=jnp.asarray(model["item"]),
-                           item_bias=jnp.asarray(model["item_bias"]))
-        return {"wall": float(model["wall"]), "cpu": float(model["cpu"]), **_evaluate(params, split)}
+                 shape=np.array(train.shape), dim=dim,
+                 max_sampled=math.ceil((train.shape[1] - 1) / gamma), lr=lr, alpha=alpha)
+        process = subprocess.Popen([python, "-c", _LIGHTFM_SCRIPT, str(data), str(out)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+        def load():
+            model = np.load(out)
+            return models.MF(user=jnp.asarray(model["user"]), item=jnp.asarray(model["item"]),
+                             item_bias=jnp.asarray(model["item_bias"]))
+        try:
+            while True:
+                process.stdin.write("epoch\n")
+                process.stdin.flush()
+                line = process.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"LightFM subprocess ({python}) ended early")
+                yield float(line), load
+        finally:
+            process.stdin.close()
+            process.wait()
 
 
-def _best(runs: list[dict], positives: int) -> dict:
-    """Throughput of the fastest of repeated runs (wall and CPU separately) and its metrics."""
-    wall, cpu = min(r["wall"] for r in runs), min(r["cpu"] for r in runs)
-    return {"positives/s (wall)": positives / wall, "positives/s (CPU)": positives / cpu,
-            **{spec: runs[-1][spec] for spec in EVAL}}
+def grid(values_a, values_b) -> list[tuple[float, float]]:
+    return [(a, b) for a in values_a for b in values_b]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="bench_opt_adg", description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["lastfm", "movielens"])
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=2, help="alternating timed runs per model")
+    parser.add_argument("--budgets", nargs="+", type=float, default=[5.0, 15.0, 45.0],
+                        help="training wall-time budgets in seconds")
+    parser.add_argument("--tune-budget", type=float, default=None,
+                        help="budget at which each side's grid is selected (default: the middle)")
     parser.add_argument("--dim", type=int, default=50)
     parser.add_argument("--gamma", type=float, default=100.0)
-    parser.add_argument("--lr", type=float, default=0.1, help="simrec's adagrad rate")
-    parser.add_argument("--l2", type=float, default=0.2, help="simrec's λ (per-step L2)")
+    parser.add_argument("--samplings", nargs="+", default=["user", "positive"],
+                        choices=["user", "positive"], help="OptADG.sampling of the simrec rows")
+    parser.add_argument("--lrs", nargs="+", type=float, default=[0.05, 0.1, 0.2],
+                        help="simrec adagrad learning-rate grid")
+    parser.add_argument("--l2s", nargs="+", type=float, default=[0.2],
+                        help="simrec λ grid (per-step L2)")
     parser.add_argument("--init-scale", type=float, default=0.01, help="simrec's initial SD")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--search-widths", nargs="+", type=int,
-                        default=[models.OptADG().search_width, 256],
-                        help="OptADG.search_width of the simrec rows (the first is the default "
-                             "and also runs the ablation and the scaling)")
-    parser.add_argument("--lightfm-lr", type=float, default=0.05, help="LightFM's adagrad rate")
-    parser.add_argument("--lightfm-alpha", type=float, default=1e-6,
-                        help="LightFM item_alpha = user_alpha (its L2 is per sample, so far smaller)")
-    parser.add_argument("--scaling-items", nargs="*", type=int, default=[5000, 10000, 20000])
+    parser.add_argument("--lightfm-lrs", nargs="+", type=float, default=[0.02, 0.05, 0.1],
+                        help="LightFM adagrad learning-rate grid")
+    parser.add_argument("--lightfm-alphas", nargs="+", type=float, default=[1e-6],
+                        help="LightFM item_alpha = user_alpha grid (per-sample L2)")
     parser.add_argument("--lightfm-python", default="/tmp/lightfm-venv/bin/python")
     args = parser.parse_args(argv)
-    if args.epochs < 1 or args.repeats < 1:
-        parser.error("--epochs and --repeats must be >= 1")
-    common = dict(epochs=args.epochs, dim=args.dim, gamma=args.gamma)
-    simrec = dict(common, lr=args.lr, l2=args.l2, init_scale=args.init_scale,
-                  batch_size=args.batch_size, search_width=args.search_widths[0])
+    budgets = sorted(args.budgets)
+    if budgets[0] <= 0:
+        parser.error("--budgets must be > 0 seconds")
+    tune = budgets[len(budgets) // 2] if args.tune_budget is None else args.tune_budget
     has_lightfm = Path(args.lightfm_python).exists()
-    rows = []
+    common = dict(dim=args.dim, gamma=args.gamma)
+    tuning_rows, rows = [], []
     for preset in args.presets:
         split = _fold(preset)
-        names = [f"simrec OPT-ADG (search_width {width})" for width in args.search_widths]
-        runs = {name: [] for name in names} | {"LightFM WARP (1 thread)": []}
-        for _ in range(args.repeats):
-            for name, width in zip(names, args.search_widths):
-                runs[name].append(simrec_run(split, **(simrec | {"search_width": width})))
-            if has_lightfm:
-                runs["LightFM WARP (1 thread)"].append(lightfm_run(
-                    split, args.lightfm_python, lr=args.lightfm_lr, alpha=args.lightfm_alpha,
-                    **common))
-        runs[f"{names[0]}, pairs uniform over positives (ablation)"] = [
-            simrec_run(split, sampler=sample_positives, **simrec)]
-        positives = args.epochs * split.train.nnz
-        rows += [{"world": preset, "model": model, "train positives": split.train.nnz,
-                  "epochs": args.epochs, **_best(model_runs, positives)}
-                 for model, model_runs in runs.items() if model_runs]
+        sides = {f"simrec MF-ADG, sampling={s}": [
+            (f"lr={lr:g}, λ={l2:g}", dict(sampling=s, lr=lr, l2=l2)) for lr, l2 in
+            grid(args.lrs, args.l2s)] for s in args.samplings}
+        if has_lightfm:
+            sides["LightFM WARP (1 thread)"] = [(f"lr={lr:g}, alpha={a:g}", dict(lr=lr, alpha=a))
+                                               for lr, a in grid(args.lightfm_lrs,
+                                                                 args.lightfm_alphas)]
+        for side, points in sides.items():
+            results = []
+            for label, setting in points:
+                compile_seconds = []
+                if side.startswith("simrec"):
+                    chunks = simrec_chunks(split, init_scale=args.init_scale,
+                                           batch_size=args.batch_size,
+                                           compile_seconds=compile_seconds, **common, **setting)
+                else:
+                    chunks = lightfm_chunks(split, args.lightfm_python, **common, **setting)
+                improved = trace(chunks, split, budgets)
+                chunks.close()
+                chosen = at_budget(improved, tune)
+                results.append((label, improved, compile_seconds[0] if compile_seconds else 0.0,
+                                chosen["valid_adg"] if chosen else -math.inf))
+                tuning_rows.append({"world": preset, "model": side, "setting": label,
+                                    f"valid ADG at {tune:g} s": chosen["valid_adg"] if chosen
+                                    else math.nan})
+                print(tuning_rows[-1], flush=True)
+            label, improved, compile_s, _ = max(results, key=lambda r: r[3])
+            for budget in budgets:
+                best, charged = at_budget(improved, budget), at_budget(improved, budget, compile_s)
+                rows.append({"world": preset, "model": side, "selected": label, "budget s": budget,
+                             "train s": best["seconds"] if best else math.nan,
+                             "valid ADG": best["valid_adg"] if best else math.nan,
+                             **{f"test {m}": best[m] if best else math.nan for m in EVAL},
+                             "compile s": compile_s,
+                             "test ADG, compile charged": charged["adg"] if charged else math.nan})
+    pd.set_option("display.width", 250)
+    print(f"\nGrid (validation ADG of the best checkpoint within the tuning budget {tune:g} s):")
+    print(pd.DataFrame(tuning_rows).to_string(index=False, float_format="{:.4f}".format))
+    print("\nEqual wall-clock training time (best validation checkpoint within each budget; "
+          "evaluation time not charged to either side):")
     print(pd.DataFrame(rows).to_string(index=False, float_format="{:.4g}".format))
     if not has_lightfm:
         print(f"\nLightFM not found at {args.lightfm_python}: only simrec rows.")
-    scaling = []
-    for n_items in args.scaling_items:
-        split = _fold("lastfm", n_items)
-        result = simrec_run(split, **(simrec | {"epochs": 1}))
-        scaling.append({"items": n_items, "draw cap": math.ceil((n_items - 1) / args.gamma),
-                        "train positives": split.train.nnz, "steps": result["steps"],
-                        "epoch s (wall)": result["wall"],
-                        "ms/step (wall)": 1e3 * result["wall"] / result["steps"],
-                        "ms/step (CPU)": 1e3 * result["cpu"] / result["steps"]})
-    if scaling:
-        print("\nOPT-ADG epoch and step time vs catalogue size (lastfm-like world, same offset, "
-              f"batch {args.batch_size}, search_width {args.search_widths[0]}):")
-        print(pd.DataFrame(scaling).to_string(index=False, float_format="{:.4g}".format))
     return 0
 
 

@@ -3,6 +3,7 @@ pairs, closed forms, and Monte Carlo coverage with tolerances from the binomial 
 import itertools
 import math
 
+import jax
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
@@ -508,3 +509,34 @@ def test_paired_winner_zero_spread():
 def test_paired_winner_rejects_bad_input(parts, kwargs, match):
     with pytest.raises(ValueError, match=match):
         stats.paired_winner(parts, **kwargs)
+
+
+def test_user_parts_are_disjoint_balanced_and_cover_the_evaluated_users():
+    evaluated = np.arange(23) % 4 != 0                       # 17 evaluated users
+    part = stats.user_parts(jax.random.key(0), evaluated, 5)
+    assert part.dtype == np.int64
+    assert (part[~evaluated] == -1).all() and (part[evaluated] >= 0).all()
+    sizes = np.bincount(part[evaluated], minlength=5)
+    assert sizes.sum() == 17 and sizes.max() - sizes.min() <= 1
+    np.testing.assert_array_equal(part, stats.user_parts(jax.random.key(0), evaluated, 5))
+    assert (part != stats.user_parts(jax.random.key(1), evaluated, 5)).any()
+
+
+def test_part_means_are_the_means_of_each_part_and_skip_users_in_none():
+    values = np.where(np.arange(9) % 3 == 0, np.nan, np.arange(9.0))
+    part = np.array([-1, 0, 1, -1, 0, 1, -1, 0, -1])          # NaN users in no part; part 2 empty
+    means = stats.part_means(values, part, 3)
+    np.testing.assert_allclose(means[:2], [np.mean([1.0, 4.0, 7.0]), np.mean([2.0, 5.0])])
+    assert np.isnan(means[2])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: stats.user_parts(jax.random.key(0), np.ones(4), 5), "1-D bool mask"),
+    (lambda: stats.user_parts(jax.random.key(0), np.ones(4, bool), 1), "parts must be"),
+    (lambda: stats.part_means(np.ones(3), np.zeros(4, int), 2), "one length"),
+    (lambda: stats.part_means(np.ones(3), np.array([0, 2, 1]), 2), r"-1\.\.1"),
+    (lambda: stats.part_means(np.array([1.0, np.nan]), np.array([0, 1]), 2), "NaN"),
+])
+def test_user_parts_and_part_means_reject_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -400,30 +400,33 @@ def _fit(spec, key, train, validation, pairs):
     raise AssertionError(f"no trainer registered for {type(spec).__name__}")
 
 
-@_fit.register
-def _(spec: MFSpec, key, train, validation, pairs):
+def _mf_budget(spec: MFSpec, key, train, validation, pairs):
+    """Validated arguments of an MFSpec fit: (train CSR, epochs = ⌈pairs / nnz(train)⌉, validation
+    CSR or None)."""
     _require_key(key, spec)
     if pairs is None:
         raise ValueError("MFSpec is trained on sampled (u, i⁺) pairs: pass the budget, e.g. "
                          "pairs=400_000")
     pairs = validate.integer("pairs", pairs, low=0)
     csr = as_positive_csr(train)
-    epochs = -(-pairs // csr.nnz)
-    optimizer = _optimizer(spec.optimizer, spec.learning_rate)
     if spec.early_stopping is None:
         if validation is not None:
             raise ValueError("validation is only used for early stopping; set "
                              "MFSpec.early_stopping=EarlyStopping(...) or leave validation=None")
+    else:
+        validation = _validation(spec, validation, csr, as_positive_csr,
+                                 "the held-out positives (bool [U, I])")
+    return csr, -(-pairs // csr.nnz), validation
+
+
+@_fit.register
+def _(spec: MFSpec, key, train, validation, pairs):
+    csr, epochs, validation = _mf_budget(spec, key, train, validation, pairs)
+    optimizer = _optimizer(spec.optimizer, spec.learning_rate)
+    if spec.early_stopping is None:
         params = training.train(key, spec.objective, csr, epochs=epochs,
                                 batch_size=spec.batch_size, optimizer=optimizer, l2=spec.l2)
         return Model(spec, params)
-    if validation is None:
-        raise ValueError("MFSpec.early_stopping needs validation: pass the held-out positives "
-                         "(bool [U, I]) of the training users")
-    validation = as_positive_csr(validation, "validation")
-    if validation.shape != csr.shape:
-        raise ValueError(f"validation has shape {validation.shape} but train has {csr.shape}; "
-                         f"both hold the same users and items")
     run = training.train_epochs(key, spec.objective, csr, batch_size=spec.batch_size,
                                 optimizer=optimizer, l2=spec.l2)
     rule = spec.early_stopping
@@ -431,6 +434,67 @@ def _(spec: MFSpec, key, train, validation, pairs):
                                     -(-rule.every // csr.nnz),
                                     _ranking_value(rule.metric, validation, csr))
     return Model(spec, params, curve)
+
+
+def _fit_mf_grid(key, specs: list[MFSpec], train, validation, pairs) -> list[Model]:
+    """MFSpecs equal but for l2 and learning_rate, trained together (`training.train_epochs_grid`:
+    one vmapped epoch for all), each early-stopped on its own curve. Equals, up to float rounding,
+    `[fit(key, spec, ...) for spec in specs]`."""
+    first = specs[0]
+    csr, epochs, validation = _mf_budget(first, key, train, validation, pairs)
+    run = training.train_epochs_grid(key, first.objective, csr, batch_size=first.batch_size,
+                                     make_optimizer=OPTIMIZERS[first.optimizer],
+                                     l2s=[s.l2 for s in specs],
+                                     learning_rates=[s.learning_rate for s in specs])
+    if first.early_stopping is None:
+        final = next(itertools.islice(run, epochs, None)).params
+        return [Model(spec, training.member(final, m)) for m, spec in enumerate(specs)]
+    rule = first.early_stopping
+    stopped = _early_stopping_grid(((state.pairs, state.params) for state in run), rule, epochs,
+                                   -(-rule.every // csr.nnz),
+                                   _ranking_value(rule.metric, validation, csr), len(specs))
+    return [Model(spec, params, curve) for spec, (params, curve) in zip(specs, stopped)]
+
+
+class _Stopper:
+    """The early-stopping state of one run under `rule`: the best evaluated params so far (the
+    earliest among equals; initially `initial`), the curve ((budget, value), ...), and whether
+    rule.patience evaluations in a row brought no strict improvement."""
+
+    def __init__(self, rule: EarlyStopping, initial):
+        self.sign = -1.0 if rule.metric == RMSE else 1.0
+        self.patience, self.best, self.best_value = rule.patience, initial, -math.inf
+        self.since, self.curve, self.stopped = 0, [], False
+
+    def record(self, budget, current: float, params) -> None:
+        if math.isnan(current):
+            raise ValueError("validation has no positives outside train, so the early-stopping "
+                             "metric is undefined; pass held-out positives of the training users "
+                             "(explicit ratings: some >= EarlyStopping.relevant_rating)")
+        self.curve.append((budget, current))
+        if self.sign * current > self.best_value:
+            self.best, self.best_value, self.since = params, self.sign * current, 0
+        else:
+            self.since += 1
+            self.stopped = self.since >= self.patience
+
+
+def _early_stopping_grid(run, rule: EarlyStopping, steps: int, every: int, value, members: int):
+    """`_early_stopping` of `members` runs stacked on a leading axis (`training.train_epochs_grid`):
+    each member is evaluated and stopped on its own curve; training goes on while some member is
+    still running (stopped members keep training, unevaluated). Returns [(best params, curve)]."""
+    _, initial = next(run)
+    stoppers = [_Stopper(rule, training.member(initial, m)) for m in range(members)]
+    for step, (budget, params) in enumerate(itertools.islice(run, steps), start=1):
+        if step % every and step != steps:
+            continue
+        for m, stopper in enumerate(stoppers):
+            if not stopper.stopped:
+                current = training.member(params, m)
+                stopper.record(budget, value(current), current)
+        if all(stopper.stopped for stopper in stoppers):
+            break
+    return [(stopper.best, tuple(stopper.curve)) for stopper in stoppers]
 
 
 def _early_stopping(run, rule: EarlyStopping, steps: int, every: int, value):
@@ -442,25 +506,15 @@ def _early_stopping(run, rule: EarlyStopping, steps: int, every: int, value):
     lower is better for "rmse", higher otherwise. Stops after rule.patience evaluations in a row
     without a strict improvement. Returns (the best evaluated params, the earliest among equals,
     or the initial ones when steps = 0; ((budget, value), ...) of every evaluation)."""
-    sign = -1.0 if rule.metric == RMSE else 1.0
-    _, best = next(run)
-    best_value, since, curve = -math.inf, 0, []
+    _, initial = next(run)
+    stopper = _Stopper(rule, initial)
     for step, (budget, params) in enumerate(itertools.islice(run, steps), start=1):
         if step % every and step != steps:
             continue
-        current = value(params)
-        if math.isnan(current):
-            raise ValueError("validation has no positives outside train, so the early-stopping "
-                             "metric is undefined; pass held-out positives of the training users "
-                             "(explicit ratings: some >= EarlyStopping.relevant_rating)")
-        curve.append((budget, current))
-        if sign * current > best_value:
-            best, best_value, since = params, sign * current, 0
-        else:
-            since += 1
-            if since >= rule.patience:
-                break
-    return best, tuple(curve)
+        stopper.record(budget, value(params), params)
+        if stopper.stopped:
+            break
+    return stopper.best, tuple(stopper.curve)
 
 
 def _ranking_value(metric: str, relevant, train):
@@ -603,7 +657,12 @@ def fit_grid(key: jax.Array | None, specs: Sequence[Spec], train, *, validation=
              pairs: int | None = None) -> list[Model]:
     """`[fit(key, spec, train, validation=validation, pairs=pairs) for spec in specs]`, with the
     same parameters, sharing work within a family: all EASESpec share one eigendecomposition
-    (`ease.ease_grid`), all KUNNSpec one similarity pass per side (`knn.kunn_grid`). Every spec
+    (`ease.ease_grid`), all KUNNSpec one similarity pass per side (`knn.kunn_grid`), and MFSpecs
+    that differ only in l2 and learning_rate train together in one vmapped epoch
+    (`training.train_epochs_grid`), each early-stopped on its own validation curve (equal to
+    fitting each alone up to float rounding; the sampled pairs are drawn once for all; members
+    that stopped keep training until the last one stops, so with early stopping this can be slower
+    than fitting one by one). Every spec
     gets the same key (grid members start from the same initial parameters, as Lim §6)."""
     specs = list(specs)
     for spec in specs:
@@ -624,6 +683,15 @@ def fit_grid(key: jax.Array | None, specs: Sequence[Spec], train, *, validation=
                              sorted({specs[i].item_k for i in members}))
         for i in members:
             fitted[i] = Model(specs[i], grid[(specs[i].user_k, specs[i].item_k)])
+    groups: dict[MFSpec, list[int]] = {}    # MFSpecs equal but for l2 and learning_rate
+    for i, spec in enumerate(specs):
+        if type(spec) is MFSpec:
+            groups.setdefault(dataclasses.replace(spec, l2=0.0, learning_rate=0.0), []).append(i)
+    for members in groups.values():
+        if len(members) > 1:
+            for i, model in zip(members, _fit_mf_grid(key, [specs[i] for i in members], train,
+                                                      validation, pairs)):
+                fitted[i] = model
     return [model if model is not None else fit(key, spec, train, validation=validation, pairs=pairs)
             for spec, model in zip(specs, fitted)]
 

@@ -22,7 +22,9 @@ __all__ = ["MF", "init_mf", "scores", "pairwise_loss", "pair_rows_loss"]
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class MF:
-    """Factor model parameters: user: f32[U, k], item: f32[I, k], item_bias: f32[I] (k may be 0)."""
+    """Factor model parameters: user: f32[U, k], item: f32[I, k], item_bias: f32[I] (k may be 0);
+    a grid of M models trained together stacks them on a leading axis: f32[M, U, k], ...
+    (`simrec.models.training.train_epochs_grid`)."""
     user: jax.Array
     item: jax.Array
     item_bias: jax.Array
@@ -32,9 +34,12 @@ class MF:
         if any(isinstance(x, jax.core.Tracer) or not hasattr(x, "shape") for x in leaves):
             return  # traced, or pytree plumbing (e.g. optax masks) carrying non-array leaves
         user, item, bias = (x.shape for x in leaves)
-        if len(user) != 2 or len(item) != 2 or user[1] != item[1] or bias != item[:1]:
-            raise ValueError(f"MF needs user [U, k], item [I, k], item_bias [I]; got shapes "
-                             f"user {user}, item {item}, item_bias {bias}")
+        stack = user[:-2]
+        if (len(user) < 2 or item[:-2] != stack or len(item) != len(user) or user[-1] != item[-1]
+                or bias != item[:-1]):
+            raise ValueError(f"MF needs user [U, k], item [I, k], item_bias [I] (or all with the "
+                             f"same leading axes [M, ...]); got shapes user {user}, item {item}, "
+                             f"item_bias {bias}")
 
 
 def init_mf(key: jax.Array, n_users: int, n_items: int, dim: int, scale: float) -> MF:

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from simrec import validate
-from simrec.models.positives import PositiveSets, unobserved_items
+from simrec.models.positives import SAMPLINGS, PositiveSets, unobserved_items
 from simrec.models.mf import MF
 
 __all__ = ["MFAUC", "draw_negatives"]
@@ -21,13 +21,18 @@ __all__ = ["MFAUC", "draw_negatives"]
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class MFAUC:
-    """MF-AUC: f(u,i) = <θᵤ,θᵢ> + bᵢ with k = dim, init N(0, init_scale²), trained on the AUC hinge."""
+    """MF-AUC: f(u,i) = <θᵤ,θᵢ> + bᵢ with k = dim, init N(0, init_scale²), trained on the AUC hinge.
+
+    sampling: "user" (Lim's objective above) or "positive" ((u, i⁺) uniform over the training
+    positives), as `OptADG.sampling`."""
     dim: int = field(default=50, metadata=dict(static=True))
     init_scale: float = field(default=0.1, metadata=dict(static=True))
+    sampling: str = field(default="user", metadata=dict(static=True))
 
     def __post_init__(self):
         validate.integer("MFAUC.dim", self.dim, low=1)
         validate.finite("MFAUC.init_scale", self.init_scale, low=0.0)
+        validate.choice("MFAUC.sampling", self.sampling, tuple(SAMPLINGS))
 
 
 def draw_negatives(key: jax.Array, spec: MFAUC, params: MF, sets: PositiveSets, users: jax.Array,

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.models.positives import PositiveSets
+from simrec.models.positives import SAMPLINGS, PositiveSets
 from simrec.models.mf import MF
 
 __all__ = ["OptADG", "rank_cost", "violator_weight", "max_draws", "pair_streams", "find_violators",
@@ -48,12 +48,17 @@ class OptADG:
     256, hence the default 8. chunk_size: draws
     scored per search iteration (the default covers max_draws for |I| <= 25,601 at γ = 100, so
     the search is one pass; smaller chunks stop early once every pair found its violator).
+    sampling: how the (u, i⁺) pairs are drawn (`simrec.models.positives.SAMPLINGS`): "user" (the
+    default, Lim Alg. 1 line 2: u uniform over users with positives, i⁺ uniform in O⁺ᵤ) or
+    "positive" ((u, i⁺) uniform over the training positives, LightFM's visiting rate; it weights
+    user u by |O⁺ᵤ| in the objective).
     """
     dim: int = field(default=50, metadata=dict(static=True))
     gamma: float = field(default=100.0, metadata=dict(static=True))
     init_scale: float = field(default=0.1, metadata=dict(static=True))
     chunk_size: int = field(default=256, metadata=dict(static=True))
     search_width: int = field(default=8, metadata=dict(static=True))
+    sampling: str = field(default="user", metadata=dict(static=True))
 
     def __post_init__(self):
         validate.integer("OptADG.dim", self.dim, low=1)
@@ -61,6 +66,7 @@ class OptADG:
         validate.finite("OptADG.init_scale", self.init_scale, low=0.0)
         validate.integer("OptADG.chunk_size", self.chunk_size, low=1)
         validate.integer("OptADG.search_width", self.search_width, low=1)
+        validate.choice("OptADG.sampling", self.sampling, tuple(SAMPLINGS))
 
 
 def rank_cost(k: jax.Array) -> jax.Array:

@@ -18,7 +18,8 @@ from simrec import validate
 
 __all__ = [
     "PositiveSets", "as_positive_csr", "as_history_csr", "check_users", "positive_sets",
-    "sample_pairs", "nth_unobserved", "unobserved_items", "search_steps",
+    "sample_pairs", "sample_positives", "SAMPLINGS", "nth_unobserved",
+    "unobserved_items", "search_steps",
 ]
 
 
@@ -103,6 +104,23 @@ def sample_pairs(key: jax.Array, sets: PositiveSets, batch_size: int) -> tuple[j
     start, stop = sets.indptr[users], sets.indptr[users + 1]
     offsets = jax.random.randint(item_key, (batch_size,), 0, stop - start)
     return users, sets.indices[start + offsets]
+
+
+def sample_positives(key: jax.Array, sets: PositiveSets,
+                     batch_size: int) -> tuple[jax.Array, jax.Array]:
+    """(u, i⁺) pairs uniform over the observed positives, with replacement: P(u, i⁺) = 1/nnz, so a
+    user is drawn with probability |O⁺ᵤ|/nnz (LightFM's visiting rate of one per positive and epoch;
+    Lim draw u uniformly instead, `sample_pairs`). Returns users: i32[batch_size], positives:
+    i32[batch_size]."""
+    entry = jax.random.randint(key, (batch_size,), 0, sets.indices.shape[0])
+    users = jnp.searchsorted(sets.indptr, entry, side="right") - 1
+    return users.astype(jnp.int32), sets.indices[entry]
+
+
+#: pair-sampling rules of the MF objectives (`OptADG.sampling`, `MFAUC.sampling`): "user" = Lim
+#: Alg. 1 line 2 (u uniform over users with positives, then i⁺ uniform in O⁺ᵤ), "positive" = (u, i⁺)
+#: uniform over the training positives
+SAMPLINGS = {"user": sample_pairs, "positive": sample_positives}
 
 
 def search_steps(max_degree: int) -> int:

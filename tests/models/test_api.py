@@ -379,7 +379,7 @@ def test_spec_id_is_stable_and_value_based():
     assert spec_id(EASESpec(l2=300.0)) == "EASESpec-" + _sha("EASESpec(l2=300.0)")
     assert spec_id(CASES["mf-adg"][0]) == "MFSpec-" + _sha(
         "MFSpec(objective=OptADG(dim=4.0,gamma=10.0,init_scale=0.1,chunk_size=4.0,"
-        "search_width=4.0),l2=0.01,learning_rate=0.1,optimizer='adagrad',batch_size=32.0,"
+        "search_width=4.0,sampling='user'),l2=0.01,learning_rate=0.1,optimizer='adagrad',batch_size=32.0,"
         "fold_in=FoldIn(l2=1.0,unobserved_weight=0.1,alpha=0.0,item_bias=False),"
         "early_stopping=None)")
     assert spec_id(EASESpec(l2=300.0)) == "EASESpec-de3a12359c07c754"

@@ -184,7 +184,8 @@ def test_pairwise_loss_gradient_matches_autodiff_of_direct_sum(mf_adg):
 
 @pytest.mark.parametrize("field, value", [("dim", 0), ("gamma", 0.0), ("gamma", -1.0),
                                            ("gamma", float("nan")), ("chunk_size", 0),
-                                           ("search_width", 0), ("init_scale", -0.1)])
+                                           ("search_width", 0), ("init_scale", -0.1),
+                                           ("sampling", "items"), ("sampling", 1)])
 def test_spec_validation_names_the_argument(field, value):
     with pytest.raises(ValueError, match=field):
         OptADG(**{field: value})

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from simrec.models.positives import (as_positive_csr, nth_unobserved, positive_sets, sample_pairs,
-                                unobserved_items)
+                                sample_positives, unobserved_items)
 
 
 def _rows(rows, n_items):
@@ -56,6 +56,21 @@ def test_sample_pairs_uniform_user_then_uniform_positive():
         for item in range(10):
             count = np.sum((users == user) & (positives == item))
             p = (1 / len(active)) * (1 / len(row)) if item in row else 0.0
+            assert abs(count - n * p) <= 4 * np.sqrt(n * p * (1 - p))
+
+
+def test_sample_positives_uniform_over_the_training_positives():
+    """P(u, i⁺) = 1/nnz for every stored (u, i⁺), 0 elsewhere (4 SE of each binomial count)."""
+    sets = positive_sets(_rows(ROWS, 10))
+    nnz = sum(len(r) for r in ROWS)
+    n = 120_000
+    users, positives = jax.jit(sample_positives, static_argnums=2)(jax.random.key(3), sets, n)
+    users, positives = np.asarray(users), np.asarray(positives)
+    assert users.dtype == np.int32 and positives.dtype == np.int32
+    for user, row in enumerate(ROWS):
+        for item in range(10):
+            count = np.sum((users == user) & (positives == item))
+            p = 1 / nnz if item in row else 0.0
             assert abs(count - n * p) <= 4 * np.sqrt(n * p * (1 - p))
 
 

@@ -143,14 +143,24 @@ def test_agreement_of_planted_orderings():
     truth[:, :5] = np.nan                                      # users without relevant items
     offline = level + rng.normal(scale=0.1, size=(6, 50))
     key = jax.random.key(0)
-    assert coat.agreement(key, config, offline, truth) == (1.0, 1.0, 1.0)
-    tau, low, high = coat.agreement(key, config, offline[::-1], truth)
+    tau, low, high, draws = coat.agreement(key, config, offline, truth)
+    assert (tau, low, high) == (1.0, 1.0, 1.0) and draws.shape == (200,) and (draws == 1).all()
+    tau, low, high, _ = coat.agreement(key, config, offline[::-1], truth)
     assert (tau, low, high) == (-1.0, -1.0, -1.0)
     # pure noise: τ's interval covers 0 and is the same for the same key
     noise = rng.normal(size=(6, 50))
     first = coat.agreement(key, config, noise, truth)
-    assert first == coat.agreement(key, config, noise, truth)
+    again = coat.agreement(key, config, noise, truth)
+    assert first[:3] == again[:3] and np.array_equal(first[3], again[3], equal_nan=True)
     assert first[1] <= 0 <= first[2]
+    # the memo over rankings changes nothing: every draw equals τ-b of its resampled means
+    counts = np.zeros((config.bootstrap, 50))
+    np.add.at(counts, (np.arange(config.bootstrap)[:, None],
+                       np.asarray(jax.random.randint(key, (config.bootstrap, 50), 0, 50))), 1.0)
+    for b in range(0, config.bootstrap, 37):
+        x = noise @ counts[b] / counts[b].sum()
+        y = np.array([np.average(t[~np.isnan(t)], weights=counts[b][~np.isnan(t)]) for t in truth])
+        assert first[3][b] == pytest.approx(stats.kendall_tau(x, y)[0], abs=1e-12)
 
 
 def _part_records(protocol: str, metric: str, by_model: dict) -> list[dict]:
@@ -177,3 +187,25 @@ def test_inversions_count_only_pairs_both_sides_decide():
             row["inverted"]) == (9, 4, 4, 4)
     diff = truth["iALS"] - truth["popularity"]
     assert stats.paired_winner(diff, names=("iALS", "popularity")).winner == stats.TIE
+
+
+def test_protocol_differences_pair_the_bootstrap_draws_of_the_best_protocol():
+    config = coat.PRESETS["smoke"]
+    rng = np.random.default_rng(0)
+    shared = rng.normal(scale=0.3, size=400)              # common to every protocol: cancels
+    level = {coat.A1: 0.1, coat.A2: 0.45, coat.B: 0.5}
+    spread = {coat.A1: 0.01, coat.A2: 0.2, coat.B: 0.01}
+    records = pd.DataFrame([
+        {"split": s, "part": "bootstrap", "protocol": p, "user_part": b,
+         "value": level[p] + shared[b] + spread[p] * rng.normal()}
+        for s in range(2) for p in coat.UNWEIGHTED for b in range(200)])
+    agree = pd.DataFrame([{"truth": coat.TRUTH, "protocol": p, "metric": m, "tau": level[p]}
+                          for p in coat.UNWEIGHTED for m in ("MAP", "nDCG")]
+                         + [{"truth": coat.TRUTH_RANDOM, "protocol": coat.A1, "metric": "MAP",
+                             "tau": 1.0}])           # the other truth does not pick the best
+    table = coat.protocol_differences(config, agree, records).set_index("other")
+    assert set(table.best) == {coat.B} and set(table.index) == {coat.A1, coat.A2}
+    assert table.difference[coat.A1] == pytest.approx(0.4)
+    assert table.significant[coat.A1] == "yes" and table.significant[coat.A2] == "no"
+    # the difference's draws are averaged over the splits: sd 0.2 / sqrt(2) for A2
+    assert table.low[coat.A2] < 0 < table.high[coat.A2] < 0.05 + 3 * 0.2 / math.sqrt(2)

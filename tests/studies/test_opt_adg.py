@@ -217,12 +217,3 @@ def test_epochs_cover_the_pair_budget():
     train = sp.csr_matrix(np.eye(30, 40, dtype=bool))            # 30 positives
     assert opt_adg.epochs(training, train) == 34                 # ceil(1000 / 30)
     assert opt_adg.epochs(opt_adg.TrainConfig(pairs=30), train) == 1
-
-
-def test_benchmark_runs_without_lightfm(capsys):
-    from simrec_studies import bench_opt_adg
-    code = bench_opt_adg.main(["--presets", "tiny", "--epochs", "1", "--dim", "4",
-                               "--scaling-items", "--lightfm-python", "/nonexistent/python"])
-    assert code == 0
-    printed = capsys.readouterr().out
-    assert "simrec OPT-ADG" in printed and "LightFM not found" in printed
