@@ -755,4 +755,4 @@ STUDY = Study(
                 "items, rated held-out items, IPS) orders six models as the missing-at-random "
                 "ratings do — Steck's question answered on real MNAR/MCAR data",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 30, "default": 280, "paper": 1800})
+    expected_seconds={"smoke": 30, "default": 105, "paper": 1800})

@@ -701,4 +701,4 @@ STUDY = Study(
                 "every hyperparameter tuned on validation users (simulated, ml-latest-small, "
                 "HetRec last.fm)",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 30, "default": 300, "paper": 1800})
+    expected_seconds={"smoke": 30, "default": 80, "paper": 1800})

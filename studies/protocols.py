@@ -717,4 +717,4 @@ STUDY = Study(
                 "items) decide the noise-aware winner more than the metric, and which protocol "
                 "gives the complete-ratings verdict?",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 15, "default": 240, "paper": 3600})
+    expected_seconds={"smoke": 15, "default": 75, "paper": 3600})
