@@ -18,11 +18,13 @@ metrics (ADG, NDCG, Recall@10; train and valid excluded) of that checkpoint are 
 budget. simrec's compile time is reported in its own column, and the column "ADG, compile
 charged" takes the best checkpoint with training time + compile time <= b.
 
-Hyperparameters of each side are chosen the same way: a small log-spaced grid per side (simrec:
-adagrad learning rate x λ; LightFM: adagrad learning rate x its per-sample L2 alpha), every point
-trained to the largest budget, the point with the best validation ADG at the tuning budget (the
-middle budget by default) selected and reported at every budget; the grid's validation ADG at the
-tuning budget is printed too. simrec runs with Lim's user-uniform pair sampling (`OptADG`'s
+Hyperparameters of each side are chosen the same way (`coordinate_search`): every learning rate
+of a log-spaced grid (adagrad for both) at the middle regulariser (simrec: λ; LightFM: its
+per-sample L2 alpha on the embeddings), then the other regularisers at the best rate, each point
+trained for the tuning budget (the middle budget by default) and scored by the validation ADG of
+its best checkpoint within it; the selected point (`simrec.models.select`, with the grid-edge
+flags printed) is then trained again from the start to the largest budget and reported at every
+budget. The search's validation ADG is printed too. simrec runs with Lim's user-uniform pair sampling (`OptADG`'s
 default, sampling="user") and with pairs uniform over the training positives (sampling="positive",
 LightFM's visiting rate), each tuned on its own.
 
@@ -35,7 +37,7 @@ in a separate venv; without it only simrec's rows are printed.
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import functools
 import math
 import subprocess
 import tempfile
@@ -180,8 +182,25 @@ def lightfm_chunks(split, python: str, *, lr: float, alpha: float, dim: int, gam
             process.wait()
 
 
-def grid(values_a, values_b) -> list[tuple[float, float]]:
-    return [(a, b) for a in values_a for b in values_b]
+def coordinate_search(value, rates, regularisers) -> list[tuple[float, float, float]]:
+    """The search of every side: each learning rate at the middle regulariser, then every other
+    regulariser at the best rate (the first among equals). value(rate, regulariser) -> the
+    validation ADG of that point. Returns [(rate, regulariser, value)] in search order."""
+    middle = sorted(regularisers)[(len(regularisers) - 1) // 2]
+    searched = [(rate, middle, value(rate, middle)) for rate in rates]
+    best_rate = max(searched, key=lambda point: point[2])[0]
+    searched += [(best_rate, reg, value(best_rate, reg)) for reg in regularisers if reg != middle]
+    return searched
+
+
+def _simrec_side(split, args, common, sampling, lr, l2, compile_seconds):
+    return simrec_chunks(split, sampling=sampling, lr=lr, l2=l2, init_scale=args.init_scale,
+                         batch_size=args.batch_size, compile_seconds=compile_seconds, **common)
+
+
+def _lightfm_side(split, args, common, lr, alpha, compile_seconds):
+    del compile_seconds                              # nothing to compile
+    return lightfm_chunks(split, args.lightfm_python, lr=lr, alpha=alpha, **common)
 
 
 def main(argv=None) -> int:
@@ -195,15 +214,16 @@ def main(argv=None) -> int:
     parser.add_argument("--gamma", type=float, default=100.0)
     parser.add_argument("--samplings", nargs="+", default=["user", "positive"],
                         choices=["user", "positive"], help="OptADG.sampling of the simrec rows")
-    parser.add_argument("--lrs", nargs="+", type=float, default=[0.05, 0.1, 0.2],
+    parser.add_argument("--lrs", nargs="+", type=float, default=[0.02, 0.05, 0.1, 0.2, 0.5],
                         help="simrec adagrad learning-rate grid")
-    parser.add_argument("--l2s", nargs="+", type=float, default=[0.2],
+    parser.add_argument("--l2s", nargs="+", type=float, default=[0.05, 0.2, 0.8],
                         help="simrec λ grid (per-step L2)")
     parser.add_argument("--init-scale", type=float, default=0.01, help="simrec's initial SD")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--lightfm-lrs", nargs="+", type=float, default=[0.02, 0.05, 0.1],
+    parser.add_argument("--lightfm-lrs", nargs="+", type=float,
+                        default=[0.005, 0.01, 0.02, 0.05, 0.1],
                         help="LightFM adagrad learning-rate grid")
-    parser.add_argument("--lightfm-alphas", nargs="+", type=float, default=[1e-6],
+    parser.add_argument("--lightfm-alphas", nargs="+", type=float, default=[1e-8, 1e-6, 1e-4],
                         help="LightFM item_alpha = user_alpha grid (per-sample L2)")
     parser.add_argument("--lightfm-python", default="/tmp/lightfm-venv/bin/python")
     args = parser.parse_args(argv)
@@ -216,36 +236,35 @@ def main(argv=None) -> int:
     tuning_rows, rows = [], []
     for preset in args.presets:
         split = _fold(preset)
-        sides = {f"simrec MF-ADG, sampling={s}": [
-            (f"lr={lr:g}, λ={l2:g}", dict(sampling=s, lr=lr, l2=l2)) for lr, l2 in
-            grid(args.lrs, args.l2s)] for s in args.samplings}
+        sides = {f"simrec MF-ADG, sampling={s}": ("λ", args.lrs, args.l2s, functools.partial(
+            _simrec_side, split, args, common, s)) for s in args.samplings}
         if has_lightfm:
-            sides["LightFM WARP (1 thread)"] = [(f"lr={lr:g}, alpha={a:g}", dict(lr=lr, alpha=a))
-                                               for lr, a in grid(args.lightfm_lrs,
-                                                                 args.lightfm_alphas)]
-        for side, points in sides.items():
-            results = []
-            for label, setting in points:
-                compile_seconds = []
-                if side.startswith("simrec"):
-                    chunks = simrec_chunks(split, init_scale=args.init_scale,
-                                           batch_size=args.batch_size,
-                                           compile_seconds=compile_seconds, **common, **setting)
-                else:
-                    chunks = lightfm_chunks(split, args.lightfm_python, **common, **setting)
-                improved = trace(chunks, split, budgets)
+            sides["LightFM WARP (1 thread)"] = ("alpha", args.lightfm_lrs, args.lightfm_alphas,
+                                                functools.partial(_lightfm_side, split, args, common))
+        for side, (reg_name, rates, regularisers, make_chunks) in sides.items():
+            def value(rate, reg):
+                chunks = make_chunks(rate, reg, [])
+                chosen = at_budget(trace(chunks, split, [tune]), tune)
                 chunks.close()
-                chosen = at_budget(improved, tune)
-                results.append((label, improved, compile_seconds[0] if compile_seconds else 0.0,
-                                chosen["valid_adg"] if chosen else -math.inf))
-                tuning_rows.append({"world": preset, "model": side, "setting": label,
-                                    f"valid ADG at {tune:g} s": chosen["valid_adg"] if chosen
-                                    else math.nan})
+                valid = chosen["valid_adg"] if chosen else -math.inf
+                tuning_rows.append({"world": preset, "model": side, "lr": rate, reg_name: reg,
+                                    f"valid ADG at {tune:g} s": valid})
                 print(tuning_rows[-1], flush=True)
-            label, improved, compile_s, _ = max(results, key=lambda r: r[3])
+                return valid
+            searched = coordinate_search(value, rates, regularisers)
+            choice = models.select([{"lr": r, reg_name: g} for r, g, _ in searched],
+                                   [v for _, _, v in searched])
+            rate, reg = choice.point["lr"], choice.point[reg_name]
+            compile_seconds = []
+            chunks = make_chunks(rate, reg, compile_seconds)
+            improved = trace(chunks, split, budgets)     # the selected point, to the last budget
+            chunks.close()
+            compile_s = compile_seconds[0] if compile_seconds else 0.0
             for budget in budgets:
                 best, charged = at_budget(improved, budget), at_budget(improved, budget, compile_s)
-                rows.append({"world": preset, "model": side, "selected": label, "budget s": budget,
+                rows.append({"world": preset, "model": side,
+                             "selected": f"lr={rate:g}, {reg_name}={reg:g}",
+                             "at grid edge": ", ".join(choice.edges) or "–", "budget s": budget,
                              "train s": best["seconds"] if best else math.nan,
                              "valid ADG": best["valid_adg"] if best else math.nan,
                              **{f"test {m}": best[m] if best else math.nan for m in EVAL},

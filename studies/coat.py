@@ -318,14 +318,6 @@ def _rmse(model, ratings: sp.csr_matrix) -> float:
     return float(np.sqrt(np.mean((predicted - ratings.data) ** 2)))
 
 
-def _best_budget(name: str, model) -> int | None:
-    """The budget (sweeps or pairs) of the model's best early-stopping checkpoint, or None."""
-    if not model.curve:
-        return None
-    budgets, values = zip(*model.curve)
-    return int(budgets[int(np.argmin(values) if name == "MF-RMSE" else np.argmax(values))])
-
-
 def tune(key, config: CoatConfig, name: str, part: Split):
     """Every grid point fitted on train with early stopping and scored on validation.
     Returns ([(point, validation value, best budget or None)], `simrec.models.Selection`)."""
@@ -335,7 +327,7 @@ def tune(key, config: CoatConfig, name: str, part: Split):
     for point in grid(config, name):
         model = _fit(key, config, name, point, train, validation)
         tuning.append((point, _validation_value(config, name, model, part),
-                       _best_budget(name, model)))
+                       (models.best_checkpoint(model) or (None,))[0]))
     if tuning[0][0]:
         chosen = models.select([p for p, _, _ in tuning], [v for _, v, _ in tuning],
                                higher_is_better=name != "MF-RMSE")

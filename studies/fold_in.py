@@ -397,13 +397,6 @@ def _history_scorer(model: models.Model):
     return lambda history: np.asarray(models.score(model, None, history))
 
 
-def _best_budget(model: models.Model) -> int:
-    """The budget (pairs or sweeps) of the best early-stopping checkpoint; 0 without a curve."""
-    if not model.curve:
-        return 0
-    return int(model.curve[int(np.argmax([value for _, value in model.curve]))][0])
-
-
 # ---- cells ----------------------------------------------------------------------------------
 
 def cells(config: FoldInConfig) -> list[dict]:
@@ -477,7 +470,7 @@ def compute(key, config: FoldInConfig, cell: dict, shared: Shared) -> list[dict]
                       "users": stop_users} for budget, value in model.curve]
     validation = [_strong(config, _history_scorer(model), source.validation).mean(axis=1)
                   for model in fitted]
-    scored = [row(point, _best_budget(model), "validation", "mandcg", 0, values)
+    scored = [row(point, (models.best_checkpoint(model) or (0,))[0], "validation", "mandcg", 0, values)
               for point, model, values in zip(grid, fitted, validation)]
     rows += scored
     choice = selection(cell["model"], grid, [r["mean"] for r in scored], [r["se"] for r in scored])
@@ -491,7 +484,7 @@ def compute(key, config: FoldInConfig, cell: dict, shared: Shared) -> list[dict]
     samples = [("strong", "ndcg", j + 1, strong[:, j]) for j in range(config.max_known)]
     samples += [("strong", "mandcg", 0, strong.mean(axis=1)),
                 ("weak", "ndcg", 0, weak[np.isfinite(weak)])]
-    rows += [row(point, _best_budget(model), protocol, measure, reveals, values)
+    rows += [row(point, (models.best_checkpoint(model) or (0,))[0], protocol, measure, reveals, values)
              for protocol, measure, reveals, values in samples]
     seconds = time.perf_counter() - started
     return [{**r, "seconds": seconds} for r in rows]

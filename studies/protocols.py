@@ -344,9 +344,8 @@ def _tune(key, config: ProtocolsConfig, name: str, ratings: Ratings):
     for l2 in grid:
         model = models.fit(key, _spec(config, name, l2, config.sweeps, stopping), ratings.fit,
                            validation=ratings.valid)
-        budgets, values = zip(*model.curve)
-        best = int(np.argmin(values) if name == "MF-RMSE" else np.argmax(values))
-        out.append((l2, float(values[best]), max(int(budgets[best]), 1)))
+        budget, value = models.best_checkpoint(model)
+        out.append((l2, value, max(budget, 1)))
     return out
 
 

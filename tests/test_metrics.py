@@ -202,6 +202,62 @@ def test_dense_and_csr_masks_are_bit_identical_on_a_larger_catalogue():
     assert np.isnan(dense["ndcg"][3]) and dense["ndcg"][5] == 1.0
 
 
+def _integer_factors(rng, n_users, n_items, dim=3):
+    """Small-integer factors: exact float32 scores, with many ties."""
+    user = rng.integers(-2, 3, (n_users, dim)).astype(np.float32)
+    item = rng.integers(-2, 3, (n_items, dim)).astype(np.float32)
+    bias = rng.integers(-1, 2, n_items).astype(np.float32)
+    return metrics.Factors(jnp.asarray(user), jnp.asarray(item), jnp.asarray(bias)), \
+        user @ item.T + bias
+
+
+def test_low_rank_factors_are_counted_exactly_as_brute_force_with_ties_and_exclusions():
+    rng = np.random.default_rng(17)
+    factors, scores = _integer_factors(rng, 40, 9)
+    relevant = rng.random((40, 9)) < 0.4
+    exclude = rng.random((40, 9)) < 0.3                            # hits relevant items too
+    exclude[:, 0] = False
+    refs = [tie_averaged(scores[u], relevant[u], exclude[u]) for u in range(40)]
+    for rel, ex in zip(_mask_kinds(relevant), _mask_kinds(exclude)):
+        got = metrics.evaluate(factors, rel, exclude=ex, metrics=ALL)
+        for u, ref in enumerate(refs):
+            for spec in ALL:
+                expected = np.nan if ref is None else ref[spec]
+                np.testing.assert_allclose(got[spec][u], expected, rtol=1e-10, atol=1e-12,
+                                           equal_nan=True, err_msg=f"{spec} user {u}")
+
+
+def test_low_rank_factors_equal_the_sorting_pass_bit_for_bit_on_a_larger_catalogue():
+    rng = np.random.default_rng(18)
+    n_users, n_items = 300, 700                                   # > one chunk of pairs
+    factors, scores = _integer_factors(rng, n_users, n_items, dim=4)
+    relevant = rng.random((n_users, n_items)) < rng.uniform(0, 0.05, (n_users, 1))
+    exclude = rng.random((n_users, n_items)) < rng.uniform(0, 0.3, (n_users, 1))
+    exclude[11] = False                                           # a user with nothing excluded
+    for ex in (None, sp.csr_matrix(exclude), exclude):
+        got = metrics.evaluate(factors, sp.csr_matrix(relevant), exclude=ex, metrics=ALL)
+        sorted_pass = metrics.evaluate(scores, relevant, exclude=ex, metrics=ALL)
+        for spec in ALL:
+            np.testing.assert_array_equal(got[spec], sorted_pass[spec], err_msg=spec)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("item_bias", np.zeros(4, np.float32), r"Factors.item_bias must have shape \(5,\)"),
+    ("item", np.zeros((5, 2), np.float32), r"Factors.item must have shape \(any, 3\)"),
+    ("user", np.full((4, 3), np.nan, np.float32), "Factors.user contains NaN"),
+])
+def test_bad_factors_raise_a_clear_error(field, value, message):
+    good = {"user": np.zeros((4, 3), np.float32), "item": np.zeros((5, 3), np.float32),
+            "item_bias": np.zeros(5, np.float32)}
+    with pytest.raises(ValueError, match=message):
+        metrics.Factors(**{**good, field: value})
+    relevant = np.zeros((4, 5), bool)
+    relevant[0, 1] = True
+    with pytest.raises(ValueError, match="every item is excluded for user 2"):
+        metrics.evaluate(metrics.Factors(**good), relevant,
+                         exclude=np.eye(4, 5, dtype=bool) | (np.arange(4)[:, None] == 2))
+
+
 def test_scores_of_excluded_items_are_ignored_and_inputs_left_untouched():
     rng = np.random.default_rng(17)
     scores = rng.integers(0, 4, (12, 15)).astype(np.float32)

@@ -9,7 +9,8 @@ spec's type and `score` for training users or, from their histories, new users:
 Specs: `MFSpec` (objective `OptADG` or `MFAUC`; `FoldIn`, `EarlyStopping`), `SVDSpec`,
 `IALSSpec`, `EASESpec`, `KUNNSpec`, `ItemKNNSpec`, `PopularitySpec`, `MFRMSESpec`,
 `AllRankSpec`; `spec_id` hashes one for cache addresses, `fit_grid` fits many sharing work.
-`EarlyStopping` in a trained family's spec stops it on a validation metric; `select(grid, values)`
+`EarlyStopping` in a trained family's spec stops it on a validation metric (`best_checkpoint`
+reads where); `select(grid, values)`
 picks a grid point and flags hyperparameters selected at the edge of their grid (`Selection`).
 
 The trainers and scorers underneath stay public:
@@ -26,7 +27,8 @@ The trainers and scorers underneath stay public:
 """
 from simrec.models.api import (OPTIMIZERS, SPECS, AllRankSpec, EarlyStopping, EASESpec, FoldIn,
                                IALSSpec, ItemKNNSpec, KUNNSpec, MFRMSESpec, MFSpec, Model,
-                               PopularitySpec, Spec, SVDSpec, fit, fit_grid, score, spec_id)
+                               PopularitySpec, Spec, SVDSpec, best_checkpoint, fit, fit_grid,
+                               score, spec_id)
 from simrec.models.positives import as_positive_csr
 from simrec.models.ease import (EASE, GramEigen, ease, ease_grid, ease_history_scores, ease_scores,
                                 ease_weights, gram_eigen)
@@ -45,7 +47,7 @@ from simrec.models.training import train
 
 __all__ = ["fit", "fit_grid", "score", "spec_id", "Model", "Spec", "SPECS", "OPTIMIZERS", "MFSpec",
            "FoldIn", "EarlyStopping", "SVDSpec", "IALSSpec", "EASESpec", "KUNNSpec", "ItemKNNSpec",
-           "PopularitySpec", "MFRMSESpec", "AllRankSpec", "select", "Selection",
+           "PopularitySpec", "MFRMSESpec", "AllRankSpec", "best_checkpoint", "select", "Selection",
            "MF", "init_mf", "scores", "OptADG", "MFAUC", "train", "ials", "ials_sweeps", "fold_in",
            "svd",
            "popularity", "as_positive_csr", "EASE", "GramEigen", "ease", "ease_grid", "ease_scores",

@@ -53,7 +53,7 @@ from simrec.models.opt_adg import OptADG
 
 __all__ = ["OPTIMIZERS", "FoldIn", "EarlyStopping", "MFSpec", "SVDSpec", "IALSSpec", "EASESpec",
            "KUNNSpec", "ItemKNNSpec", "PopularitySpec", "MFRMSESpec", "AllRankSpec", "Spec", "SPECS",
-           "Model", "spec_id", "fit", "fit_grid", "score"]
+           "Model", "spec_id", "fit", "fit_grid", "score", "best_checkpoint"]
 
 #: optax optimizers of MFSpec.optimizer, called with the learning rate
 OPTIMIZERS = {"adagrad": optax.adagrad, "sgd": optax.sgd, "adam": optax.adam}
@@ -353,6 +353,17 @@ class Model:
     curve: tuple[tuple[int, float], ...] = field(default=(), metadata=dict(static=True))
 
 
+def best_checkpoint(model: Model) -> tuple[int, float] | None:
+    """(budget, value) of the checkpoint early stopping returned: the first best point of
+    `model.curve` (the lowest for ``EarlyStopping.metric == "rmse"``, the highest otherwise, as
+    the stopping rule keeps it); None for a model fitted without early stopping."""
+    if not model.curve:
+        return None
+    sign = -1.0 if model.spec.early_stopping.metric == RMSE else 1.0
+    budget, value = max(model.curve, key=lambda point: sign * point[1])   # max keeps the first
+    return int(budget), float(value)
+
+
 @functools.cache
 def _optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
     """One optax object per (name, rate), so every fit with them reuses the compiled epoch."""
@@ -519,10 +530,11 @@ def _early_stopping(run, rule: EarlyStopping, steps: int, every: int, value):
 
 def _ranking_value(metric: str, relevant, train):
     """params -> the user mean of `metric` of `mf.scores(params)` (relevant, train: bool CSR
-    [U, I]; training items excluded)."""
+    [U, I]; training items excluded), counted on the low-rank factors (`metrics.Factors`)."""
     def value(params) -> float:
-        return metrics.mean(metrics.evaluate(functools.partial(mf.scores, params), relevant,
-                                             exclude=train, metrics=(metric,))[metric])
+        factors = metrics.Factors(params.user, params.item, params.item_bias)
+        return metrics.mean(metrics.evaluate(factors, relevant, exclude=train,
+                                             metrics=(metric,))[metric])
     return value
 
 

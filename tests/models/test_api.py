@@ -436,6 +436,24 @@ def test_early_stopping_keeps_the_best_checkpoint():
                         fit(KEY, base, TRAIN, pairs=best_before * TRAIN.nnz).params)
 
 
+def test_best_checkpoint_is_the_first_best_point_of_the_curve_in_the_metric_s_direction():
+    curve = ((10, 0.5), (20, 0.7), (30, 0.3), (40, 0.7), (50, 0.6))
+    higher = MFSpec(ADG, 0.1, 0.1, early_stopping=EarlyStopping(every=10, metric="adg"))
+    lower = MFRMSESpec(early_stopping=EarlyStopping(every=1, metric="rmse"))
+    assert models.best_checkpoint(Model(higher, None, curve)) == (20, 0.7)   # first of the equals
+    assert models.best_checkpoint(Model(lower, None, curve)) == (30, 0.3)
+    assert models.best_checkpoint(Model(MFSpec(ADG, 0.1, 0.1), None)) is None   # no early stopping
+    # on a real fit it names the checkpoint the stopping rule returned
+    rule = EarlyStopping(every=TRAIN.nnz, metric="ndcg@5", patience=2)
+    base = MFSpec(ADG, l2=0.0, learning_rate=0.5, optimizer="sgd", batch_size=32)
+    model = fit(KEY, dataclasses.replace(base, early_stopping=rule), TRAIN,
+                validation=_validation(), pairs=6 * TRAIN.nnz)
+    budget, value = models.best_checkpoint(model)
+    assert value == max(v for _, v in model.curve)
+    epochs = [b for b, _ in model.curve].index(budget) + 1       # one evaluation per epoch
+    _assert_same_params(model.params, fit(KEY, base, TRAIN, pairs=epochs * TRAIN.nnz).params)
+
+
 def test_early_stopping_evaluates_every_n_pairs_and_at_the_end():
     rule = EarlyStopping(every=2 * TRAIN.nnz - 5, metric="adg", patience=10)   # 2 epochs
     spec = dataclasses.replace(CASES["mf-adg"][0], early_stopping=rule)

@@ -3,9 +3,22 @@ from simrec_studies import bench_opt_adg
 
 def test_benchmark_runs_without_lightfm(capsys):
     code = bench_opt_adg.main(["--presets", "tiny", "--budgets", "0.5", "1", "--dim", "4",
-                               "--lrs", "0.1", "--samplings", "user", "positive",
+                               "--lrs", "0.05", "0.1", "--l2s", "0.2", "--samplings", "user", "positive",
                                "--lightfm-python", "/nonexistent/python"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "LightFM not found" in printed
     assert "sampling=user" in printed and "sampling=positive" in printed
+
+
+def test_coordinate_search_searches_rates_at_the_middle_regulariser_then_regularisers():
+    surface = {(r, g): -abs(r - 0.1) - abs(g - 1.0) for r in (0.01, 0.1, 1.0) for g in (0.5, 1.0, 2.0)}
+    calls = []
+
+    def value(rate, reg):
+        calls.append((rate, reg))
+        return surface[rate, reg]
+    searched = bench_opt_adg.coordinate_search(value, [0.01, 0.1, 1.0], [2.0, 0.5, 1.0])
+    assert calls == [(0.01, 1.0), (0.1, 1.0), (1.0, 1.0), (0.1, 2.0), (0.1, 0.5)]
+    assert [(r, g) for r, g, _ in searched] == calls
+    assert max(searched, key=lambda p: p[2])[:2] == (0.1, 1.0)

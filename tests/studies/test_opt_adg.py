@@ -1,8 +1,10 @@
 """Study opt_adg (Lim Table 1): smoke run structure and invariants, the records of a cell,
 selection by validation ADG, the paired-test marking, the model specs, and byte-identical reruns
 from the cell cache."""
+import dataclasses
 import inspect
 import math
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -37,31 +39,182 @@ def test_smoke_tables_have_one_row_per_dataset_and_metric(smoke_run):
     assert len(long) == len(config.methods) * len(opt_adg.METRICS)
     assert long["mean"].between(0, 1).all() and (long.se >= 0).all()
     assert (long.folds == config.data.n_folds).all()
-    for name in ("table_main.md", "table_main.tex", "fig_metrics.png", "manifest.json", "records.csv"):
+    for name in ("table_main.md", "table_main.tex", "fig_metrics.png", "manifest.json", "records.csv",
+                 "table_lim.csv", "table_convergence.csv", "fig_curves_tiny.png"):
         assert (out / name).exists(), name
+    selected = pd.read_csv(out / "table_selected.csv", keep_default_na=False)
+    assert {"at grid edge", "not searched", "epochs", "budget", "net_hit"} <= set(selected.columns)
+    assert len(selected) == len(opt_adg.cells(config)) * config.data.n_folds
+    lim = pd.read_csv(out / "table_lim.csv")
+    assert len(lim) == len(opt_adg.METRICS)
+    assert set(lim["MF-ADG vs MF-AUC"]) <= {"better", "worse", "n.s."}
+    convergence = pd.read_csv(out / "table_convergence.csv")
+    assert set(convergence.method) == {"mf_auc", "mf_adg"}
 
 
-def test_a_cell_records_every_setting_protocol_set_and_metric(smoke_run):
-    """One cell per (dataset, fold, method); it holds the method's whole grid, both protocols,
-    valid/test/unobserved (a simulated world) and every metric, as declared columns."""
+def _replayed_search(method, training, value):
+    """The settings the search visits, in order (`opt_adg.compute`'s procedure: `grid`, then
+    `refine`, each followed by up to `edge_steps` `beyond_edge` steps), given value[(l2, lr, rank,
+    weight)] -> validation ADG."""
+    key = lambda s: (s["l2"], s["lr"], s["rank"], s["weight"])
+    searched = []
+    best = lambda: max(searched, key=lambda s: value[key(s)])   # max keeps the first of equals
+    for axis in (0, 1):
+        searched += opt_adg.grid(method, training) if axis == 0 else \
+            opt_adg.refine(method, training, best())
+        for _ in range(training.edge_steps):
+            more = opt_adg.beyond_edge(method, searched, best(), axis)
+            if not more:
+                break
+            searched += more
+    return [key(s) for s in searched]
+
+
+def test_a_cell_records_its_search_the_selected_models_and_their_curves(smoke_run):
+    """One cell per (dataset, method): on fold 0 every searched setting on the held-out validation
+    split, then the best one (validation ADG) retrained on every other fold; each fold's selected
+    model on both protocols and every set, and one curve record per early-stopping evaluation of
+    the trained methods, as declared columns."""
     config, out, _ = smoke_run
     records = _records(out)
     assert list(records.columns) == list(opt_adg.COLUMNS)
+    n_metrics = len(opt_adg.METRICS)
+    full = len(opt_adg.PROTOCOLS) * len(opt_adg.SETS) * n_metrics
     for cell in opt_adg.cells(config):
-        part = records[(records.dataset == cell["dataset"]) & (records.fold == cell["fold"])
-                       & (records.method == cell["method"])]
-        settings = opt_adg.grid(cell["method"], config.training)
-        per_setting = len(opt_adg.PROTOCOLS) * len(opt_adg.SETS) * len(opt_adg.METRICS)
-        assert len(part) == len(settings) * per_setting
-        assert set(zip(part.l2, part.lr, part["rank"])) == \
-            {(s["l2"], s["lr"], s["rank"]) for s in settings}
-        assert set(part.protocol) == set(opt_adg.PROTOCOLS) and set(part.set) == set(opt_adg.SETS)
-    shared = opt_adg.STUDY.setup(jax.random.key(0), config)
-    mf = records.method.isin(["mf_auc", "mf_adg"])
-    for fold, split in enumerate(shared.datasets["tiny"].splits):      # ⌈pairs / nnz(train)⌉
-        assert (records[mf & (records.fold == fold)].epochs
-                == opt_adg.epochs(config.training, split.train)).all()
-    assert (records[~mf].epochs == 0).all()
+        part = records[(records.dataset == cell["dataset"]) & (records.method == cell["method"])]
+        assert set(part.fold) == set(range(config.data.n_folds))
+        evaluated = part[part.protocol != opt_adg.CURVE]
+        search = evaluated[evaluated.fold == 0]
+        first = opt_adg.grid(cell["method"], config.training)
+        points = list(dict.fromkeys(zip(search.l2, search.lr, search["rank"], search.weight)))
+        assert points[:len(first)] == [(s["l2"], s["lr"], s["rank"], s["weight"]) for s in first]
+        valid = search[(search.set == "valid") & (search.protocol == opt_adg.HELD_OUT)
+                       & (search.metric == "adg")]
+        assert points == _replayed_search(cell["method"], config.training, dict(zip(
+            zip(valid.l2, valid.lr, valid["rank"], valid.weight), valid.value)))
+        assert len(search) == len(points) * n_metrics + full - n_metrics
+        best = valid.iloc[int(np.argmax(valid.value.to_numpy()))]
+        for fold in range(config.data.n_folds):
+            mine = evaluated[evaluated.fold == fold]
+            tested = mine[mine.set == "test"]
+            assert set(zip(tested.l2, tested.lr, tested["rank"])) == {(best.l2, best.lr, best["rank"])}
+            assert set(mine.protocol) == set(opt_adg.PROTOCOLS) and set(mine.set) == set(opt_adg.SETS)
+            if fold:
+                assert len(mine) == full
+        curve = part[part.protocol == opt_adg.CURVE]
+        if cell["method"] in opt_adg.MF_METHODS:
+            for fold, point in [(0, p) for p in points] + [(f, tuple(best[["l2", "lr", "rank", "weight"]]))
+                                                          for f in range(1, config.data.n_folds)]:
+                mine = curve[(curve.fold == fold) & (curve.l2 == point[0]) & (curve.lr == point[1])]
+                assert len(mine) >= 1 and (mine.metric == "adg").all()
+                assert mine.budget.is_monotonic_increasing
+        else:
+            assert curve.empty and (part.epochs == 0).all() and (~part.net_hit).all()
+
+
+def test_search_steps_past_the_edge_its_best_value_sits_on():
+    settings = [{"l2": l2, "lr": 0.1, "rank": 0, "weight": 0.0} for l2 in (0.001, 0.01, 0.1)]
+    low, inside, high = settings
+    assert opt_adg.beyond_edge("mf_adg", settings, inside, 0) == []
+    assert opt_adg.beyond_edge("mf_adg", settings, high, 0) == [{**high, "l2": pytest.approx(1.0)}]
+    assert opt_adg.beyond_edge("mf_auc", settings, low, 0) == [{**low, "l2": pytest.approx(1e-4)}]
+    # the learning-rate axis: the ratio of the two values nearest the edge (0.1 / 0.03), at the best λ
+    rates = [{**inside, "lr": lr} for lr in (0.03, 0.1, 0.3)]
+    assert opt_adg.beyond_edge("mf_adg", rates, rates[0], 1) == [{**inside, "lr": pytest.approx(0.009)}]
+    assert opt_adg.beyond_edge("mf_adg", rates[:1], rates[0], 1) == []        # one value: no ratio
+    assert opt_adg.beyond_edge("svd", [{"rank": 5}, {"rank": 10}], {"rank": 10}, 0) == []
+    with pytest.raises(ValueError, match="edge_steps"):
+        opt_adg.TrainConfig(edge_steps=-1)
+
+
+def test_convergence_is_read_off_the_curve():
+    """Epochs and budget of the returned checkpoint (`simrec.models.best_checkpoint`); the net
+    ended training when fewer than `patience` evaluations follow it."""
+    training = opt_adg.TrainConfig(patience=2)
+    train = sp.csr_matrix(np.eye(10, 40, dtype=bool))             # nnz 10
+    fitted = opt_adg.Fitted({}, None, 0.0, ((20, 0.1), (40, 0.3), (60, 0.3), (80, 0.2)), (40, 0.3))
+    assert opt_adg.convergence("mf_adg", fitted, train, training) == \
+        {"epochs": 4, "budget": 40, "net_hit": False}
+    rising = opt_adg.Fitted({}, None, 0.0, ((20, 0.1), (40, 0.2), (60, 0.25), (80, 0.3)), (80, 0.3))
+    assert opt_adg.convergence("mf_auc", rising, train, training)["net_hit"]
+    assert opt_adg.convergence("ials", rising, train, training) == \
+        {"epochs": 80, "budget": 80, "net_hit": True}
+    assert opt_adg.convergence("svd", opt_adg.Fitted({}, None, 0.0), train, training) == \
+        {"epochs": 0, "budget": 0, "net_hit": False}
+
+
+def test_grid_is_searched_primary_axis_first_then_secondary():
+    training = opt_adg.TrainConfig(l2s=(0.001, 0.01, 0.1, 1.0), learning_rates=(0.03, 0.1, 0.3),
+                                   ials_l2s=(1.0, 10.0, 100.0), ials_weights=(0.01, 0.1, 1.0))
+    first = opt_adg.grid("mf_adg", training)
+    assert [(s["l2"], s["lr"]) for s in first] == [(0.001, 0.1), (0.01, 0.1), (0.1, 0.1), (1.0, 0.1)]
+    second = opt_adg.refine("mf_adg", training, first[2])
+    assert [(s["l2"], s["lr"]) for s in second] == [(0.1, 0.03), (0.1, 0.3)]
+    assert [(s["l2"], s["weight"]) for s in opt_adg.grid("ials", training)] == \
+        [(1.0, 0.1), (10.0, 0.1), (100.0, 0.1)]
+    assert [s["rank"] for s in opt_adg.grid("svd", training)] == list(training.svd_ranks)
+    assert opt_adg.refine("svd", training, opt_adg.grid("svd", training)[0]) == []
+    assert opt_adg.grid("popularity", training) == [{"l2": 0.0, "lr": 0.0, "rank": 0, "weight": 0.0}]
+
+
+def test_default_grids_are_wide_and_log_spaced():
+    training = opt_adg.PRESETS["default"].training
+    assert min(training.l2s) <= 1e-3 and max(training.l2s) >= 1.0
+    assert max(training.learning_rates) / min(training.learning_rates) >= 10 - 1e-9
+    assert len(training.l2s) >= 4 and len(training.learning_rates) >= 3 and len(training.svd_ranks) >= 3
+    ratios = np.diff(np.log(sorted(training.l2s)))
+    assert ratios.max() <= math.log(10) + 1e-9          # at most a decade between λ values
+
+
+def test_grid_edges_flag_a_selection_at_the_end_of_an_axis():
+    """`grid_edges` runs `simrec.models.select` over each cell's validation ADG: here the best λ
+    is the largest searched (an edge) and the learning rate is inside its grid."""
+    rows = []
+    for l2, value in ((0.01, 0.1), (0.1, 0.2), (1.0, 0.3)):
+        rows += _fake("mf_adg", 0, l2, value, [0.0] * 5)
+    for lr, value in ((0.03, 0.25), (0.3, 0.2)):
+        rows += _fake("mf_adg", 0, 1.0, value, [0.0] * 5, lr=lr)
+    edges = opt_adg.grid_edges(_frame(rows))
+    assert edges.loc[0, "at grid edge"] == "l2" and edges.loc[0, "not searched"] == ""
+
+
+def test_hetrec_loads_every_listened_artist_as_a_positive(tmp_path, monkeypatch):
+    """A HetRec-format fixture (tab-separated, header userID artistID weight): every listed pair
+    is a positive whatever its count, and the dataset gets its folds; absent files are skipped."""
+    folder = tmp_path / "hetrec-lastfm-2k"
+    folder.mkdir()
+    lines = ["userID\tartistID\tweight"] + [f"{u}\t{a}\t{1 + (u * a) % 7}"
+                                            for u in range(2, 22) for a in range(50, 80) if (u + a) % 3]
+    (folder / "user_artists.dat").write_text("\n".join(lines) + "\n")
+    monkeypatch.setenv("SIMREC_DATA", str(tmp_path))
+    data = opt_adg.DataConfig(n_folds=2, ratings_file="")
+    observed = opt_adg.listened(folder / "user_artists.dat")
+    assert observed.dtype == bool and observed.shape == (20, 30) and observed.nnz == len(lines) - 1
+    listeners = np.asarray(observed.sum(axis=0)).ravel()             # 13 or 14 per artist
+    popular = opt_adg.listened(folder / "user_artists.dat", min_listeners=14)
+    assert popular.shape[1] == int((listeners >= 14).sum()) < observed.shape[1]   # users left
+    assert np.diff(popular.indptr).min() >= 1                          # without artists go too
+    assert popular.nnz == int(listeners[listeners >= 14].sum())
+    assert opt_adg.datasets((), True, data) == [opt_adg.HETREC]
+    ds = opt_adg.make_dataset(jax.random.key(0), data, opt_adg.HETREC)
+    assert ds.world is None and ds.unobserved is None and len(ds.splits) == 2
+    assert (ds.observed != observed).nnz == 0
+    config = opt_adg.OptADGConfig(worlds=(), methods=("oracle", "popularity"), data=data)
+    assert opt_adg.cells(config) == [{"dataset": opt_adg.HETREC, "method": "popularity"}]
+    monkeypatch.setenv("SIMREC_DATA", str(tmp_path / "nowhere"))
+    with pytest.warns(UserWarning, match="hetrec-lastfm-2k"):
+        assert opt_adg.datasets((), True, data) == []
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat").is_file(),
+                    reason="HetRec last.fm data not present")
+def test_hetrec_shipped_file_has_the_documented_size():
+    observed = opt_adg.listened(Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat")
+    assert observed.shape == (1892, 17632) and observed.nnz == 92834
+    kept = opt_adg.listened(Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat",
+                            opt_adg.DataConfig().hetrec_min_listeners)
+    listeners = np.asarray(observed.sum(axis=0)).ravel()
+    assert kept.shape[1] == int((listeners >= 10).sum()) and kept.nnz == int(listeners[listeners >= 10].sum())
 
 
 def test_oracle_beats_popularity_on_the_tiny_world(smoke_run):
@@ -87,11 +240,11 @@ def test_compute_matches_the_cached_records_and_the_declared_columns(smoke_run):
     config, out, _ = smoke_run
     root = jax.random.key(0)
     shared = opt_adg.STUDY.setup(root, config)
-    cell = {"dataset": "tiny", "fold": 1, "method": "mf_auc"}
+    cell = {"dataset": "tiny", "method": "mf_auc"}
     rows = opt_adg.compute(root, config, cell, shared)
     fresh = runner.records_frame(opt_adg.STUDY, runner.check_records(opt_adg.STUDY, cell, rows))
     stored = _records(out)
-    stored = stored[(stored.fold == 1) & (stored.method == "mf_auc")].reset_index(drop=True)
+    stored = stored[stored.method == "mf_auc"].reset_index(drop=True)
     columns = [c for c in opt_adg.COLUMNS if c != "train_seconds"]
     pd.testing.assert_frame_equal(fresh[columns], stored[columns], check_exact=True)
 
@@ -104,10 +257,11 @@ def test_the_module_keeps_no_state():
         assert banned not in source, banned
 
 
-def _fake(method, fold, l2, valid_adg, test_values, protocol=opt_adg.HELD_OUT):
+def _fake(method, fold, l2, valid_adg, test_values, protocol=opt_adg.HELD_OUT, lr=0.1):
     """Records of one fake model: validation ADG and test values per metric."""
-    base = {"dataset": "d", "fold": fold, "method": method, "l2": l2, "lr": 0.1, "rank": 0,
-            "epochs": 1, "train_seconds": 0.0, "protocol": protocol}
+    base = {"dataset": "d", "fold": fold, "method": method, "l2": l2, "lr": lr, "rank": 0,
+            "weight": 0.0, "epochs": 1, "budget": 10, "net_hit": False, "train_seconds": 0.0,
+            "protocol": protocol}
     return ([{**base, "set": "valid", "metric": m, "value": valid_adg, "size": 1.0}
              for m in opt_adg.METRICS]
             + [{**base, "set": "test", "metric": m, "value": v, "size": 2.0}
@@ -171,16 +325,19 @@ def test_relative_complement_is_set_difference():
 
 
 def test_model_specs_carry_the_grid_point_and_the_training_config():
-    training = opt_adg.TrainConfig(dim=8, gamma=20.0, batch_size=64, optimizer="sgd", ials_sweeps=3)
-    train = sp.csr_matrix(np.eye(6, 40, dtype=bool))
-    setting = {"l2": 0.05, "lr": 0.2, "rank": 50}
+    training = opt_adg.TrainConfig(dim=8, gamma=20.0, batch_size=64, optimizer="sgd", ials_sweeps=3,
+                                   eval_epochs=3, patience=4)
+    train = sp.csr_matrix(np.eye(6, 40, dtype=bool))               # nnz 6
+    setting = {"l2": 0.05, "lr": 0.2, "rank": 50, "weight": 0.3}
+    stopping = models.EarlyStopping(every=18, metric="adg", patience=4)   # 3 epochs of pairs
     adg = opt_adg.model_spec("mf_adg", setting, training, train)
     assert adg == models.MFSpec(models.OptADG(dim=8, gamma=20.0), l2=0.05, learning_rate=0.2,
-                                optimizer="sgd", batch_size=64)
+                                optimizer="sgd", batch_size=64, early_stopping=stopping)
     auc = opt_adg.model_spec("mf_auc", setting, training, train)
-    assert auc.objective == models.MFAUC(dim=8) and auc.l2 == 0.05
-    assert opt_adg.model_spec("ials", setting, training, train) == \
-        models.IALSSpec(dim=8, l2=0.05, sweeps=3)
+    assert auc.objective == models.MFAUC(dim=8) and auc.l2 == 0.05 and auc.early_stopping == stopping
+    assert opt_adg.model_spec("ials", setting, training, train) == models.IALSSpec(
+        dim=8, l2=0.05, unobserved_weight=0.3, sweeps=3,
+        early_stopping=models.EarlyStopping(every=1, metric="adg", patience=4))
     # the SVD rank is clipped below min(U, I)
     assert opt_adg.model_spec("svd", setting, training, train) == models.SVDSpec(dim=5)
     assert opt_adg.model_spec("popularity", setting, training, train) == models.PopularitySpec()
@@ -206,14 +363,33 @@ def test_data_and_training_configs_validate():
         opt_adg.TrainConfig(pairs=0)
     with pytest.raises(ValueError, match="ials_sweeps"):
         opt_adg.TrainConfig(ials_sweeps=0)
+    with pytest.raises(ValueError, match="patience"):
+        opt_adg.TrainConfig(patience=0)
+    with pytest.raises(ValueError, match="learning_rates"):
+        opt_adg.TrainConfig(learning_rates=(0.1, 0.1))
+    with pytest.raises(ValueError, match="ials_weights"):
+        opt_adg.TrainConfig(ials_weights=(0.0,))
 
 
 def test_every_config_field_is_documented():
     assert all(meaning for _, _, _, meaning in runner.config_help(opt_adg.PRESETS["default"]))
 
 
-def test_epochs_cover_the_pair_budget():
-    training = opt_adg.TrainConfig(pairs=1000)
-    train = sp.csr_matrix(np.eye(30, 40, dtype=bool))            # 30 positives
-    assert opt_adg.epochs(training, train) == 34                 # ceil(1000 / 30)
-    assert opt_adg.epochs(opt_adg.TrainConfig(pairs=30), train) == 1
+def test_ials_cell_searches_lambda_then_weight_with_early_stopping():
+    """iALS: λ at the middle unobserved weight, then the other weights at the best λ; every
+    setting stops early on validation ADG (curves in sweeps) within the sweep safety net."""
+    smoke = opt_adg.PRESETS["smoke"]
+    training = dataclasses.replace(smoke.training, ials_l2s=(0.1, 1.0, 10.0),
+                                   ials_weights=(0.01, 0.1, 1.0), ials_sweeps=6)
+    config = dataclasses.replace(smoke, methods=("ials",), training=training)
+    root = jax.random.key(0)
+    rows = pd.DataFrame(opt_adg.compute(root, config, {"dataset": "tiny", "method": "ials"},
+                                        opt_adg.STUDY.setup(root, config)))
+    search = rows[(rows.fold == 0) & (rows.protocol == opt_adg.HELD_OUT) & (rows.set == "valid")
+                  & (rows.metric == "adg")]
+    assert list(zip(search.l2, search.weight))[:3] == [(0.1, 0.1), (1.0, 0.1), (10.0, 0.1)]
+    best_l2 = search.l2.iloc[int(np.argmax(search.value.to_numpy()[:3]))]
+    assert list(zip(search.l2, search.weight))[3:] == [(best_l2, 0.01), (best_l2, 1.0)]
+    curve = rows[rows.protocol == opt_adg.CURVE]
+    assert not curve.empty and curve.budget.between(1, 6).all()
+    assert (curve.epochs == curve.budget).all()           # iALS budget: sweeps
