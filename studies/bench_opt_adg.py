@@ -87,8 +87,8 @@ def _fold(preset: str, seed: int = 0):
 
 
 def _mean_metrics(params: models.MF, relevant, exclude, names) -> dict:
-    values = metrics.evaluate(lambda users: models.scores(params, users), relevant,
-                              exclude=exclude, metrics=names)
+    values = metrics.evaluate(metrics.Factors(params.user, params.item, params.item_bias),
+                              relevant, exclude=exclude, metrics=names)
     return {name: metrics.mean(v) for name, v in values.items()}
 
 
