@@ -148,6 +148,14 @@ def _factor_pair_counts(user, item, item_bias, pair_user, pair_item, pair_exclud
     return above.reshape(-1), level.reshape(-1), target.reshape(-1)
 
 
+def _require_ranked(n_ranked: np.ndarray, users: np.ndarray) -> None:
+    """Every user (row r is user users[r]) keeps at least one non-excluded item to rank."""
+    if np.any(n_ranked == 0):
+        bad = int(users[np.flatnonzero(n_ranked == 0)[0]])
+        raise ValueError(f"every item is excluded for user {bad}; a user needs at least one "
+                         "non-excluded item to be ranked (drop the user or exclude fewer items)")
+
+
 def _pow2(n: int, low: int) -> int:
     """The smallest power of two >= max(n, low) (padded sizes: few distinct compiled shapes)."""
     n = max(int(n), int(low), 1)
@@ -164,10 +172,7 @@ def _factor_counts(f: Factors, relevant, exclude) -> _Counts:
                 else _mask_entries(exclude, "exclude", shape)(0, n_users))
     pairs = pairs[~np.isin(pairs, excluded, assume_unique=True)]   # an excluded item is never relevant
     n_ranked = n_items - np.bincount(excluded // n_items, minlength=n_users)
-    if np.any(n_ranked == 0):
-        bad = int(np.flatnonzero(n_ranked == 0)[0])
-        raise ValueError(f"every item is excluded for user {bad}; a user needs at least one "
-                         "non-excluded item to be ranked (drop the user or exclude fewer items)")
+    _require_ranked(n_ranked, np.arange(n_users))
     pair_user, item = np.divmod(pairs, n_items)
     n_rel = np.bincount(pair_user, minlength=n_users).astype(np.int64)
     # each pair's user's excluded items, padded with n_items (out of range: dropped)
@@ -266,10 +271,7 @@ def _sorted_rows(block: np.ndarray, excluded: np.ndarray | None, users: np.ndarr
     if excluded is not None:
         np.put(ordered, excluded, np.nan)
         n_ranked -= np.bincount(excluded // block.shape[1], minlength=len(block))
-    if np.any(n_ranked == 0):
-        bad = int(users[np.flatnonzero(n_ranked == 0)[0]])
-        raise ValueError(f"every item is excluded for user {bad}; a user needs at least one "
-                         "non-excluded item to be ranked (drop the user or exclude fewer items)")
+    _require_ranked(n_ranked, users)
     ordered.sort(axis=1)                               # NaN last, -inf first
     last = ordered[np.arange(len(block)), n_ranked - 1]
     finite = np.isfinite(ordered[:, 0]) & np.isfinite(last)
