@@ -461,8 +461,13 @@ def convergence(method: str, fitted: Fitted, train: sp.csr_matrix, training: Tra
         return {"epochs": 0, "budget": 0, "net_hit": False}
     budget = fitted.best[0]
     after = sum(point > budget for point, _ in fitted.curve)
-    epochs = round(budget / train.nnz) if method in MF_METHODS else budget
-    return {"epochs": epochs, "budget": budget, "net_hit": after < training.patience}
+    return {"epochs": _epochs(method, budget, train), "budget": budget,
+            "net_hit": after < training.patience}
+
+
+def _epochs(method: str, budget, train: sp.csr_matrix) -> int:
+    """A training budget in epochs: MF sampled pairs / nnz(train), rounded; iALS sweeps as they are."""
+    return round(budget / train.nnz) if method in MF_METHODS else int(budget)
 
 
 def evaluation_sets(ds: Dataset, fold: int) -> list[tuple[str, str, sp.csr_matrix, sp.csr_matrix]]:
@@ -529,8 +534,7 @@ def _fold_rows(cell: dict, fold: int, searched, best: int, sets, train: sp.csr_m
                 **convergence(method, fitted, train, training), "train_seconds": fitted.seconds}
         evaluated = valid_rows + (evaluate_model(fitted.score_block, sets[1:]) if index == best else [])
         rows += [{**base, **row} for row in evaluated]
-        rows += [{**base, "epochs": round(budget / train.nnz) if method in MF_METHODS else int(budget),
-                  "budget": int(budget), "protocol": CURVE, "set": "valid", "metric": STOP_METRIC,
+        rows += [{**base, "epochs": _epochs(method, budget, train), "budget": int(budget), "protocol": CURVE, "set": "valid", "metric": STOP_METRIC,
                   "value": float(value), "size": valid_rows[0]["size"]}
                  for budget, value in fitted.curve]
     return rows
@@ -633,12 +637,10 @@ def _tables(config, records: pd.DataFrame):
             per_method = {m: part[(part.method == m) & (part.metric == spec)].sort_values("fold")
                           for m in methods}
             row = {"dataset": name, "metric": LABELS[spec]}
-            auc, adg = (per_method.get(m) for m in MF_METHODS)
-            p = winner = None
-            if auc is not None and adg is not None and len(auc) == len(adg) > 1:
-                p = _paired(adg.value.to_numpy(), auc.value.to_numpy())
-                if p < SIGNIFICANCE:
-                    winner = "mf_adg" if adg.value.mean() > auc.value.mean() else "mf_auc"
+            winner, p = None, np.nan
+            if all(m in per_method for m in MF_METHODS):
+                verdict, p = paired_verdict(per_method["mf_adg"], per_method["mf_auc"])
+                winner = {"better": "mf_adg", "worse": "mf_auc"}.get(verdict)
             for m, values in per_method.items():
                 if values.empty:
                     row[m] = "–"
@@ -648,7 +650,7 @@ def _tables(config, records: pd.DataFrame):
                 row[m] = f"**{text}**" if m == winner else text
                 long_rows.append({"dataset": name, "method": m, "metric": LABELS[spec], "mean": mean,
                                   "se": se, "folds": len(values)})
-            row["p (ADG vs AUC)"] = np.nan if p is None else p
+            row["p (ADG vs AUC)"] = p
             row["better"] = winner or "–"
             wide_rows.append(row)
     settings = (test[test.metric == STOP_METRIC]
