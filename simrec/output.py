@@ -192,6 +192,18 @@ class OutputFolder:
             self._lock = None
 
 
+def _wall_time(manifest: dict) -> str:
+    """The run's wall time and, when cells came from the cache, what computing them took."""
+    text = f"{manifest['wall_time_s']:.0f} s"
+    cells = manifest.get("cells", {})
+    if cells.get("cached"):
+        compute = cells.get("compute_s")
+        text += (f" ({cells['cached']} of {cells['total']} cells cached; computing every cell took "
+                 f"{compute:.0f} s)" if compute is not None else
+                 f" ({cells['cached']} of {cells['total']} cells cached)")
+    return text
+
+
 def write_results_index(root: Path | str) -> Path:
     """(Re)write ``root/README.md``: one row per study folder below ``root`` that has a manifest."""
     root = Path(root)
@@ -204,7 +216,7 @@ def write_results_index(root: Path | str) -> Path:
         tables = ", ".join(f"[{f[:-3]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".md"))
         figures = ", ".join(f"[{f[:-4]}]({folder}/{f})" for f in manifest["files"] if f.endswith(".png"))
         rows.append(f"| [{manifest['study']}]({folder}/README.md) | {description} | "
-                    f"{manifest.get('preset')} | {manifest['seed']} | {manifest['wall_time_s']:.0f} s | "
+                    f"{manifest.get('preset')} | {manifest['seed']} | {_wall_time(manifest)} | "
                     f"{tables} | {figures} |")
     text = ["# Results", "", "Committed outputs of every study at its default preset (and of some "
             "studies at their `paper` preset, in a folder named STUDY_paper: `simrec run STUDY "

@@ -497,15 +497,18 @@ class _Computed:
     rows: list
     computed: int
     setup_s: float
+    #: the seconds every cell took when it was computed, in this run or the one that cached it
+    #: (None when a cache entry predates the record), so a re-rendered report keeps the cost
+    compute_s: float | None
 
 
 def _compute_cells(study: Study, config, root, cells: list[dict], base: dict, cache: Path,
                    memo: SetupMemo | None, bar: Progress) -> _Computed:
     """Every cell's rows, from the cache or computed (setup only when a cell is missing)."""
     paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
-    rows, computed, started = [], 0, time.perf_counter()
+    rows, computed, started, seconds = [], 0, time.perf_counter(), []
     try:
-        cached = [_read_cache(p, lambda data: json.loads(data)["rows"]) for p in paths]
+        cached = [_read_cache(p, lambda data: _cell_entry(json.loads(data))) for p in paths]
         shared, how = (None, "not needed") if all(c is not None for c in cached) else \
             _setup(study, root, config, _digest({**base, "setup": True}), cache, memo, bar)
         setup_s = time.perf_counter() - started
@@ -514,15 +517,25 @@ def _compute_cells(study: Study, config, root, cells: list[dict], base: dict, ca
         for cell, path, hit in zip(cells, paths, cached):
             fresh = hit is None
             if fresh:
-                hit = check_records(study, cell, study.compute(root, config, cell, shared))
+                cell_started = time.perf_counter()
+                hit = (check_records(study, cell, study.compute(root, config, cell, shared)),
+                       time.perf_counter() - cell_started)
                 atomic_write_text(path, json.dumps({"cell": cell, "columns": list(study.columns),
-                                                    "rows": hit}, allow_nan=True))
+                                                    "rows": hit[0], "seconds": hit[1]},
+                                                   allow_nan=True))
                 computed += 1
-            rows += hit
+            rows += hit[0]
+            seconds.append(hit[1])
             bar.update(1, note=_canonical_json(cell)[:60], computed=fresh)
     except KeyboardInterrupt:
         raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
-    return _Computed(rows, computed, setup_s)
+    return _Computed(rows, computed, setup_s,
+                     None if None in seconds else round(sum(seconds), 3))
+
+
+def _cell_entry(entry: dict) -> tuple[list, float | None]:
+    """(rows, seconds the cell took to compute, None if not recorded) of a cell cache entry."""
+    return entry["rows"], entry.get("seconds")
 
 
 @contextlib.contextmanager
@@ -552,7 +565,8 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
     import jax
     return {
         "study": study.name, "preset": preset, "seed": seed, "config": config_to_dict(config),
-        "cells": {"total": cells, "computed": done.computed, "cached": cells - done.computed},
+        "cells": {"total": cells, "computed": done.computed, "cached": cells - done.computed,
+                  "compute_s": done.compute_s},
         "wall_time_s": round(wall, 3), "setup_s": round(done.setup_s, 3),
         "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git_commit(), "code_version": version,

@@ -927,4 +927,4 @@ STUDY = Study(
                 "on the paper-like worlds, ml-latest-small and HetRec last.fm, wide grids selected by "
                 "validation ADG, paired tests over folds",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 40, "default": 900, "paper": 14400})
+    expected_seconds={"smoke": 40, "default": 1250, "paper": 4200})

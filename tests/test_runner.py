@@ -94,7 +94,9 @@ def test_run_writes_tables_figures_records_manifest_and_readme(tmp_path):
     assert list(records.columns) == ["rate", "draw", "i", "value"] and len(records) == 9 * 5
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["seed"] == 3 and manifest["config"]["inner"]["days"] == 3
-    assert manifest["cells"] == {"total": 9, "computed": 9, "cached": 0}
+    cells = manifest["cells"]
+    assert {k: cells[k] for k in ("total", "computed", "cached")} == {"total": 9, "computed": 9, "cached": 0}
+    assert 0 <= cells["compute_s"] <= manifest["wall_time_s"]
     assert manifest["records"]["columns"] == {"rate": "float", "draw": "int", "i": "int", "value": "float"}
     assert {"python", "jax", "numpy"} <= set(manifest["versions"])
     assert "tests.test_runner" in manifest["code_modules"]
@@ -257,6 +259,27 @@ def test_files_respect_the_umask(tmp_path):
 def test_to_json_converts_arrays_and_non_finite_values():
     out = runner.to_json({"a": np.arange(3), "b": jax.numpy.float32(1.5), "c": (np.inf, np.nan)})
     assert out["a"] == [0, 1, 2] and out["b"] == 1.5 and out["c"][0] == float("inf")
+
+
+def test_a_report_rendered_from_the_cache_keeps_what_computing_the_cells_cost(tmp_path):
+    """Cache entries record each cell's compute time, so a re-render (e.g. after editing only the
+    report) still says what a cold run costs; entries written before that record say so."""
+    cache = tmp_path / "cache"
+    first = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "toy", cache_dir=cache, progress=False)
+    computed = json.loads((tmp_path / "toy" / "manifest.json").read_text())["cells"]["compute_s"]
+    again = runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "toy", cache_dir=cache, progress=False)
+    cells = json.loads((tmp_path / "toy" / "manifest.json").read_text())["cells"]
+    assert (first.cells_computed, again.cells_cached) == (9, 9)
+    assert cells["compute_s"] == computed
+    assert f"(9 of 9 cells cached; computing every cell took {computed:.0f} s)" in \
+        runner.write_results_index(tmp_path).read_text()
+    entry = next((cache / "toy").glob("*.json"))
+    old = json.loads(entry.read_text())
+    del old["seconds"]                                  # an entry from before the record
+    entry.write_text(json.dumps(old))
+    runner.run(TOY, ToyConfig(), seed=0, out=tmp_path / "toy", cache_dir=cache, progress=False)
+    assert json.loads((tmp_path / "toy" / "manifest.json").read_text())["cells"]["compute_s"] is None
+    assert "(9 of 9 cells cached) |" in runner.write_results_index(tmp_path).read_text()
 
 
 def test_results_index_lists_every_study_folder(tmp_path):
