@@ -22,7 +22,8 @@ Hyperparameters of each side are chosen the same way (`coordinate_search`): ever
 of a log-spaced grid (adagrad for both) at the middle regulariser (simrec: λ; LightFM: its
 per-sample L2 alpha on the embeddings), then the other regularisers at the best rate, each point
 trained for the tuning budget (the middle budget by default) and scored by the validation ADG of
-its best checkpoint within it; the selected point (`simrec.models.select`, with the grid-edge
+its best checkpoint within it, each stage stepping up to `--edge-steps` times past its grid's edge
+(by the grid's own ratio) while the best value sits on it; the selected point (`simrec.models.select`, with the grid-edge
 flags printed) is then trained again from the start to the largest budget and reported at every
 budget. The search's validation ADG is printed too. simrec runs with Lim's user-uniform pair sampling (`OptADG`'s
 default, sampling="user") and with pairs uniform over the training positives (sampling="positive",
@@ -54,6 +55,7 @@ from simrec import metrics, missing, models
 from simrec.models.positives import positive_sets
 from simrec.models.training import train_epoch
 from simrec.world import PRESETS, make_world
+from simrec_studies.opt_adg import beyond_edge
 
 EVAL = ("adg", "ndcg", "recall@10")
 _LIGHTFM_SCRIPT = """
@@ -182,14 +184,33 @@ def lightfm_chunks(split, python: str, *, lr: float, alpha: float, dim: int, gam
             process.wait()
 
 
-def coordinate_search(value, rates, regularisers) -> list[tuple[float, float, float]]:
+def coordinate_search(value, rates, regularisers, edge_steps: int = 2
+                      ) -> list[tuple[float, float, float]]:
     """The search of every side: each learning rate at the middle regulariser, then every other
-    regulariser at the best rate (the first among equals). value(rate, regulariser) -> the
-    validation ADG of that point. Returns [(rate, regulariser, value)] in search order."""
+    regulariser at the best rate (the first among equals); after each stage, up to `edge_steps`
+    steps past the edge of that stage's grid while the best value sits on it (the grid's own
+    ratio, as study opt_adg's `beyond_edge`). value(rate, regulariser) -> the validation ADG of
+    that point. Returns [(rate, regulariser, value)] in search order."""
+    searched = []
+
+    def run(points):
+        searched.extend((rate, reg, value(rate, reg)) for rate, reg in points)
+
+    def past_edge(axis: int):                        # `opt_adg.AXES` order: 0 = λ, 1 = rate
+        for _ in range(edge_steps):
+            rate, reg, _ = max(searched, key=lambda point: point[2])
+            more = beyond_edge("mf_adg", [{"lr": r, "l2": g} for r, g, _ in searched],
+                               {"lr": rate, "l2": reg}, axis)
+            if not more:
+                return
+            run([(point["lr"], point["l2"]) for point in more])
+
     middle = sorted(regularisers)[(len(regularisers) - 1) // 2]
-    searched = [(rate, middle, value(rate, middle)) for rate in rates]
+    run([(rate, middle) for rate in rates])
+    past_edge(1)
     best_rate = max(searched, key=lambda point: point[2])[0]
-    searched += [(best_rate, reg, value(best_rate, reg)) for reg in regularisers if reg != middle]
+    run([(best_rate, reg) for reg in regularisers if reg != middle])
+    past_edge(0)
     return searched
 
 
@@ -226,6 +247,8 @@ def main(argv=None) -> int:
     parser.add_argument("--lightfm-alphas", nargs="+", type=float, default=[1e-8, 1e-6, 1e-4],
                         help="LightFM item_alpha = user_alpha grid (per-sample L2)")
     parser.add_argument("--lightfm-python", default="/tmp/lightfm-venv/bin/python")
+    parser.add_argument("--edge-steps", type=int, default=2,
+                        help="steps each search stage may take past its grid's edge")
     args = parser.parse_args(argv)
     budgets = sorted(args.budgets)
     if budgets[0] <= 0:
@@ -251,7 +274,7 @@ def main(argv=None) -> int:
                                     f"valid ADG at {tune:g} s": valid})
                 print(tuning_rows[-1], flush=True)
                 return valid
-            searched = coordinate_search(value, rates, regularisers)
+            searched = coordinate_search(value, rates, regularisers, args.edge_steps)
             choice = models.select([{"lr": r, reg_name: g} for r, g, _ in searched],
                                    [v for _, _, v in searched])
             rate, reg = choice.point["lr"], choice.point[reg_name]
