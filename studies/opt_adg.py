@@ -534,8 +534,9 @@ def _fold_rows(cell: dict, fold: int, searched, best: int, sets, train: sp.csr_m
                 **convergence(method, fitted, train, training), "train_seconds": fitted.seconds}
         evaluated = valid_rows + (evaluate_model(fitted.score_block, sets[1:]) if index == best else [])
         rows += [{**base, **row} for row in evaluated]
-        rows += [{**base, "epochs": _epochs(method, budget, train), "budget": int(budget), "protocol": CURVE, "set": "valid", "metric": STOP_METRIC,
-                  "value": float(value), "size": valid_rows[0]["size"]}
+        rows += [{**base, "epochs": _epochs(method, budget, train), "budget": int(budget),
+                  "protocol": CURVE, "set": "valid", "metric": STOP_METRIC, "value": float(value),
+                  "size": valid_rows[0]["size"]}
                  for budget, value in fitted.curve]
     return rows
 
