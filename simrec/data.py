@@ -32,6 +32,11 @@ popular items (Lim §6). Per-user train/test splits are `simrec.missing.split_pe
 `load_coat` reads the Coat shopping data (Schnabel, Swaminathan, Singh, Chandak, Joachims,
 ICML'16): dense whitespace-separated user x item matrices of self-selected (MNAR) ratings,
 ratings of items assigned at random (MCAR) and the authors' estimated observation propensities.
+
+`load_open_bandit` reads one log of the Open Bandit Dataset (Saito, Aihara, Matsutani, Narita,
+NeurIPS'21 Datasets and Benchmarks): real (item, position) impressions of a uniform-random or a
+Bernoulli-Thompson-sampling policy with their clicks and logging propensities
+(`simrec.obp` converts them to Open Bandit Pipeline's dictionary and to a `simrec.feed.Log`).
 """
 from __future__ import annotations
 
@@ -48,6 +53,7 @@ from simrec import validate
 __all__ = [
     "FORMATS", "COLUMN_NAMES", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
     "filter_ratings", "filter_min_counts", "densify_top", "COAT_FILES", "Coat", "load_coat",
+    "OPEN_BANDIT_POLICIES", "OPEN_BANDIT_CAMPAIGNS", "OpenBandit", "open_bandit_file", "load_open_bandit",
 ]
 
 FORMATS = ("csv", "tsv", "dat")
@@ -521,3 +527,197 @@ def load_coat(folder) -> Coat:
     return Coat(train=sp.csr_matrix(matrices["train"].astype(np.float32)),
                 test=sp.csr_matrix(matrices["test"].astype(np.float32)),
                 propensities=propensities)
+
+
+# --------------------------------------------------------------------------------------------
+# Open Bandit Dataset (logged bandit feedback with propensities)
+# --------------------------------------------------------------------------------------------
+
+#: the logging policies and campaigns of the Open Bandit Dataset
+OPEN_BANDIT_POLICIES = ("random", "bts")
+OPEN_BANDIT_CAMPAIGNS = ("all", "men", "women")
+_OB_COLUMNS = ("timestamp", "item_id", "position", "click", "propensity_score")
+_OB_USER, _OB_AFFINITY = "user_feature_", "user-item_affinity_"
+
+
+@dataclass(frozen=True)
+class OpenBandit:
+    """One log of the Open Bandit Dataset (Saito, Aihara, Matsutani & Narita, NeurIPS'21 Datasets
+    and Benchmarks): N rows, each one (item, position) impression of a three-slot recommendation
+    widget, in the file's order (the shipped files are sorted by time).
+
+    timestamp: i64[N], nanoseconds since the Unix epoch (UTC). item: i64[N], item ids 0..I-1.
+    position: i64[N], the slot, 0-based (the files' 1, 2, 3 -> 0, 1, 2). click: bool[N].
+    propensity: f64[N] in (0, 1], the logging policy's probability of putting this item at this
+    position at that time (1/I for the uniform-random policy). user_features: str[N, F], the
+    hashed categorical user features ``user_feature_0..F-1``. affinity: f32[N, I], the
+    ``user-item_affinity_i`` columns. item_numeric: f64[I, Fn] and item_categorical: str[I, Fc],
+    the numeric and the text columns of ``item_context.csv`` (row i = item i), named by
+    item_numeric_names and item_categorical_names. policy, campaign: which log this is.
+    """
+    timestamp: np.ndarray
+    item: np.ndarray
+    position: np.ndarray
+    click: np.ndarray
+    propensity: np.ndarray
+    user_features: np.ndarray
+    affinity: np.ndarray
+    item_numeric: np.ndarray
+    item_categorical: np.ndarray
+    item_numeric_names: tuple[str, ...] = ()
+    item_categorical_names: tuple[str, ...] = ()
+    policy: str = ""
+    campaign: str = ""
+
+    @property
+    def n_items(self) -> int:
+        """I, the campaign's number of items (rows of item_context.csv)."""
+        return int(self.affinity.shape[1])
+
+    @property
+    def n_positions(self) -> int:
+        """The number of slots, 1 + the largest 0-based position logged."""
+        return int(self.position.max()) + 1 if self.position.size else 0
+
+
+def open_bandit_file(folder, policy: str = "random", campaign: str = "all") -> Path:
+    """The log file of (policy, campaign) below the dataset folder: ``POLICY/CAMPAIGN/CAMPAIGN.csv``
+    or its gzipped form ``.csv.gz`` (the gzipped one when both exist)."""
+    validate.choice("policy", policy, OPEN_BANDIT_POLICIES)
+    validate.choice("campaign", campaign, OPEN_BANDIT_CAMPAIGNS)
+    base = Path(folder) / policy / campaign / f"{campaign}.csv"
+    gzipped = base.with_name(base.name + ".gz")
+    return gzipped if gzipped.is_file() or not base.is_file() else base
+
+
+def _ob_read(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except pd.errors.ParserError as error:
+        found = re.search(r"line (\d+), saw (\d+)", str(error))
+        if found is None:
+            raise ValueError(f"{path}: cannot parse: {error}") from error
+        raise _fail(path, int(found.group(1)), f"{found.group(2)} fields, more than the header's") from error
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: empty file; expected a header line and one row per impression") from None
+
+
+def _ob_column(path: Path, table: pd.DataFrame, name: str) -> pd.Series:
+    """A column of `table`; an empty field (a short row or a blank line) names its line."""
+    column = table[name]
+    empty = (column == "").to_numpy()
+    if empty.any():
+        raise _fail(path, int(np.flatnonzero(empty)[0]) + 2, f"missing {name}")
+    return column
+
+
+def _ob_integers(path: Path, table: pd.DataFrame, name: str, low: int, high: int) -> np.ndarray:
+    """i64 values of an integer column in [low, high]; anything else names its line (line 1 is
+    the header)."""
+    column = _ob_column(path, table, name)
+    values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+    bad = ~np.isfinite(values) | (values != np.round(values)) | (values < low) | (values > high)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _fail(path, row + 2, f"{name} {column.iloc[row]!r} is not an integer in {low}..{high}")
+    return values.astype(np.int64)
+
+
+def _ob_floats(path: Path, table: pd.DataFrame, columns: list[str], what: str) -> np.ndarray:
+    """f64[N, len(columns)] of finite numbers; a bad field names its line and column."""
+    values = np.empty((len(table), len(columns)))
+    for j, name in enumerate(columns):
+        column = _ob_column(path, table, name)
+        values[:, j] = pd.to_numeric(column, errors="coerce").to_numpy(np.float64)
+        bad = ~np.isfinite(values[:, j])
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            raise _fail(path, row + 2, f"{what} {name} = {column.iloc[row]!r} is not a finite number")
+    return values
+
+
+def _ob_item_context(path: Path, n_items: int) -> tuple[np.ndarray, np.ndarray, tuple, tuple]:
+    """(numeric f64[I, Fn], categorical str[I, Fc], their names) of ``item_context.csv``, whose
+    ``item_id`` column must be 0..I-1 in order (I = the log's number of affinity columns)."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (every Open Bandit log has an item_context.csv beside it)")
+    table = _ob_read(path)
+    table = table.drop(columns=[c for c in table.columns if c == "" or c.startswith("Unnamed")])
+    if "item_id" not in table.columns:
+        raise _fail(path, 1, f"no item_id column in the header {list(table.columns)}")
+    ids = _ob_integers(path, table, "item_id", 0, max(n_items - 1, 0))
+    if len(ids) != n_items or not np.array_equal(ids, np.arange(n_items)):
+        out_of_order = np.flatnonzero(ids[:n_items] != np.arange(min(len(ids), n_items)))
+        wrong = int(out_of_order[0]) if out_of_order.size else min(len(ids), n_items)
+        raise _fail(path, wrong + 2,         # the first row that is not the next item (or missing)
+                    f"item_id must list the items 0..{n_items - 1} once each in order (the log has "
+                    f"{n_items} user-item_affinity columns), found {len(ids)} rows")
+    names = [c for c in table.columns if c != "item_id"]
+    numeric = [c for c in names if pd.to_numeric(table[c], errors="coerce").notna().all()]
+    categorical = [c for c in names if c not in numeric]
+    for name in categorical:
+        _ob_column(path, table, name)
+    return (_ob_floats(path, table, numeric, "item feature"), table[categorical].to_numpy(str),
+            tuple(numeric), tuple(categorical))
+
+
+def load_open_bandit(folder, policy: str = "random", campaign: str = "all") -> OpenBandit:
+    """Read one log of the Open Bandit Dataset: ``FOLDER/POLICY/CAMPAIGN/CAMPAIGN.csv[.gz]`` and
+    the ``item_context.csv`` beside it (the layout of the full data set and of the sample shipped
+    with obp; `open_bandit_file`).
+
+    folder: the dataset folder holding ``random/`` and ``bts/``. policy: "random" (uniform
+    random) or "bts" (Bernoulli Thompson sampling). campaign: "all", "men" or "women".
+
+    The log must have a header naming ``timestamp`` (ISO date-time text, e.g. ``2019-11-24
+    00:00:34.762830+00:00``), ``item_id`` (0..I-1), ``position`` (1-based slot), ``click`` (0 or
+    1), ``propensity_score`` (in (0, 1]), ``user_feature_*`` and ``user-item_affinity_0..I-1``
+    (one per item: they fix I, which item_context.csv must match); an unnamed first column (the
+    row index) is ignored. A missing column, an empty or malformed field, an id or position
+    out of range, a click other than 0/1 or a propensity outside (0, 1] raises ValueError naming
+    the file and the 1-based line. Returns `OpenBandit` (rows in the file's order).
+    """
+    path = open_bandit_file(folder, policy, campaign)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file; pass the Open Bandit folder that holds "
+                         f"{'/'.join(OPEN_BANDIT_POLICIES)} sub-folders, each with "
+                         f"{'/'.join(OPEN_BANDIT_CAMPAIGNS)}/<campaign>.csv[.gz]")
+    table = _ob_read(path)
+    table = table.drop(columns=[c for c in table.columns if c == "" or c.startswith("Unnamed")])
+    users = sorted((c for c in table.columns if c.startswith(_OB_USER)), key=lambda c: int(c[len(_OB_USER):])
+                   if c[len(_OB_USER):].isdigit() else -1)
+    affinity = [c for c in table.columns if c.startswith(_OB_AFFINITY)]
+    expected = [f"{_OB_AFFINITY}{i}" for i in range(len(affinity))]
+    missing = [c for c in _OB_COLUMNS if c not in table.columns]
+    if missing or not affinity or sorted(affinity, key=lambda c: (len(c), c)) != expected:
+        problem = (f"no column(s) {', '.join(missing)}" if missing else
+                   f"the affinity columns must be {_OB_AFFINITY}0..{_OB_AFFINITY}{{I-1}}, one per item")
+        raise _fail(path, 1, f"{problem}; an Open Bandit log has the columns {', '.join(_OB_COLUMNS)}, "
+                    f"{_OB_USER}*, {_OB_AFFINITY}0..I-1")
+    if len(table) == 0:
+        raise ValueError(f"{path}: no rows after the header (line 1)")
+    n_items = len(affinity)
+    stamps = _ob_column(path, table, "timestamp")
+    parsed = pd.to_datetime(stamps, utc=True, errors="coerce", format="ISO8601")
+    bad = parsed.isna().to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _fail(path, row + 2, f"timestamp {stamps.iloc[row]!r} is not an ISO date-time")
+    item = _ob_integers(path, table, "item_id", 0, n_items - 1)
+    position = _ob_integers(path, table, "position", 1, np.iinfo(np.int32).max) - 1
+    click = _ob_integers(path, table, "click", 0, 1).astype(bool)
+    propensity = _ob_floats(path, table, ["propensity_score"], "")[:, 0]
+    bad = ~((propensity > 0) & (propensity <= 1))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _fail(path, row + 2, f"propensity_score {table['propensity_score'].iloc[row]!r} is not a probability in (0, 1]")
+    for name in users:
+        _ob_column(path, table, name)
+    numeric, categorical, numeric_names, categorical_names = _ob_item_context(path.parent / "item_context.csv",
+                                                                              n_items)
+    return OpenBandit(
+        timestamp=parsed.dt.tz_convert(None).to_numpy().astype("datetime64[ns]").astype(np.int64), item=item, position=position,
+        click=click, propensity=propensity, user_features=table[users].to_numpy(str).reshape(len(table), len(users)),
+        affinity=_ob_floats(path, table, affinity, "affinity").astype(np.float32),
+        item_numeric=numeric, item_categorical=categorical, item_numeric_names=numeric_names,
+        item_categorical_names=categorical_names, policy=policy, campaign=campaign)

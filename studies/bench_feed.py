@@ -26,8 +26,13 @@ rewards, linear behaviour-policy logits) generating rounds (a) without repeats (
 softmax, i.e. Plackett–Luce logging) and without propensities, and (b) with the per-position
 propensities that IIPS needs, which OBP can only compute for its factorizable per-slot softmax
 policy (for (a) it enumerates all 100!/90! slates); and `SlateIndependentIPS.estimate_policy_value`
-called once per m (clipping 1/π₀ at m by flooring π₀ at 1/m) on 10^5 rounds (the generated rounds
-tiled to that size: the estimator's cost does not depend on the values).
+called once per m (clipping 1/π₀ at m by flooring π₀ at 1/m) on simrec's own log: the first
+``--iips-rounds`` sessions of the K = 10 Plackett–Luce log above, converted with
+`simrec.obp.to_bandit_feedback` (one OBP round per viewed rank, slate_id = session, pscore = the
+logging exposure ε₀) and saved as an ``.npz`` that the peer reads, with the target's exposure of
+each round as the evaluation policy's pscore. On that input OBP's IIPS is the same estimator as
+simrec's DCG (`simrec.obp`), so the run also checks that OBP reproduces simrec's 14 estimates
+(largest relative difference printed; float32 vs float64 arithmetic only).
 
 OBP pins Python < 3.11 and old numpy/torch, so it runs in its own virtual environment, driven by
 this benchmark through a subprocess: pass ``--peer-venv PATH`` (or set ``SIMREC_OBP_VENV``), and
@@ -96,15 +101,10 @@ dataset = make(True)         # per-slot softmax: the only policy whose pscore_it
 start = time.perf_counter()
 feedback = dataset.obtain_batch_bandit_feedback(n_rounds=n, return_pscore_item_position=True)
 out["rounds_per_s_with_pscore"] = n / (time.perf_counter() - start)
-_, target, _ = dataset.generate_evaluation_policy_pscore(evaluation_policy_type="random", context=feedback["context"])
-reps = -(-args["iips_rounds"] // n)
-size = args["iips_rounds"] * 10
-slate_id = np.repeat(np.arange(args["iips_rounds"]), 10)
-reward = np.tile(feedback["reward"], reps)[:size]
-position = np.tile(feedback["position"], reps)[:size]
-behaviour = np.tile(feedback["pscore_item_position"], reps)[:size]
-target = np.tile(target, reps)[:size]
-iips = SlateIndependentIPS(len_list=10)
+log = np.load(args["npz"])                    # simrec's log, simrec.obp.to_bandit_feedback
+slate_id, reward, position = log["slate_id"], log["reward"], log["position"]
+behaviour, target = log["pscore_item_position"], log["evaluation_policy_pscore_item_position"]
+iips = SlateIndependentIPS(len_list=int(log["len_list"]))
 times, values = [], []
 for m in args["m"]:
     start = time.perf_counter()
@@ -141,12 +141,12 @@ def _timed(fn, repeats: int):
     return seconds, max(first - seconds, 0.0), out
 
 
-def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[dict], dict]:
+def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[dict], dict, tuple | None]:
     import jax
 
     from simrec import feed, ope
 
-    rows, sweep = [], {}
+    rows, sweep, peer = [], {}, None
     for K, share in FEEDS:
         A = max(100, K)
         n = max(1, int(num_sessions * share))
@@ -167,12 +167,38 @@ def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[
             print(f"  simrec K={K:<5} {name:<14} {n:>9,} sessions in {seconds:7.3f}s "
                   f"= {n / seconds:>12,.0f}/s   (compile {compile_s:.2f}s; ε₀ table {table_s:.2f}s)", flush=True)
             if K == 10 and name == "plackett-luce":
-                sweep = _bench_sweep(log, scenario, feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(watch)), K),
-                                     feed.from_table(0.5 * watch), num_users, max(repeats, 5))
-    return rows, sweep
+                sweep, peer = _bench_sweep(log, scenario, feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(
+                    watch)), K), feed.from_table(0.5 * watch), num_users, max(repeats, 5))
+    return rows, sweep, peer
 
 
-def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: int) -> dict:
+def _first_sessions(log, n: int):
+    """The log's first n sessions."""
+    from simrec import feed
+
+    return feed.Log(log.users[:n], log.items[:n], log.viewed[:n], log.rewards[:, :n], log.day[:n],
+                    log.logging_exposure[:n], log.signals)
+
+
+def export_for_obp(path: str, log, target_exposure, signal: int, sessions: int) -> dict:
+    """Save the first `sessions` sessions of `log` in OBP's slate format (`simrec.obp`) to the
+    .npz `path`, with the target's exposure of every round as the evaluation pscore; return
+    simrec's clipped-DCG estimates of the same sessions for every m (what OBP must reproduce)."""
+    from simrec import obp, ope
+
+    log = _first_sessions(log, sessions)
+    target_exposure = np.asarray(target_exposure)[:sessions]
+    feedback = obp.to_bandit_feedback(log, signal=signal)
+    np.savez(path, slate_id=feedback["slate_id"], reward=feedback["reward"], position=feedback["position"],
+             len_list=feedback["len_list"], pscore_item_position=feedback["pscore_item_position"],
+             evaluation_policy_pscore_item_position=obp.round_values(log, target_exposure).astype(np.float64))
+    estimate = ope.dcg_sweep(log.rewards[signal], log.logging_exposure, target_exposure, log.viewed,
+                             np.array(M_VALUES))
+    return {"sessions": int(log.users.shape[0]), "rounds": feedback["n_rounds"],
+            "simrec_values": [float(v) for v in estimate.value]}
+
+
+def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: int) -> tuple[dict, tuple]:
     import jax
 
     from simrec import feed, ope
@@ -204,7 +230,7 @@ def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: i
             "target_lookup_seconds": lookup_s, "dr_seconds": dr_s, "per_trajectory_seconds": per_trajectory_s,
             "estimate_m_inf": float(estimate.value[-1]), "se_m_inf": float(estimate.standard_error[-1]),
             "dr_m_inf": float(dr.value[-1]), "dr_se_m_inf": float(dr.standard_error[-1]),
-            "online_truth": float(truth)}
+            "online_truth": float(truth)}, (log, target_exposure)
 
 
 def _peer_python(venv: str | None, setup: bool) -> tuple[str | None, str]:
@@ -225,17 +251,24 @@ def _peer_python(venv: str | None, setup: bool) -> tuple[str | None, str]:
     return str(python), ""
 
 
-def bench_obp(python: str, rounds: int, iips_rounds: int) -> tuple[dict | None, str]:
-    args = json.dumps({"rounds": rounds, "iips_rounds": iips_rounds, "m": list(M_VALUES)})
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
-        fh.write(OBP_DRIVER)
-    try:
-        done = subprocess.run([python, fh.name, args], capture_output=True, text=True, timeout=3600)
-    finally:
-        os.unlink(fh.name)
+def bench_obp(python: str, rounds: int, peer) -> tuple[dict | None, str]:
+    """Run the OBP driver in the peer environment; `peer` = (simrec's K = 10 log, the target's
+    exposures of its items, the number of sessions to export) for the IIPS comparison."""
+    log, target_exposure, sessions = peer
+    with tempfile.TemporaryDirectory() as folder:
+        npz = os.path.join(folder, "simrec_log.npz")
+        exported = export_for_obp(npz, log, target_exposure, 1, sessions)
+        driver = os.path.join(folder, "driver.py")
+        Path(driver).write_text(OBP_DRIVER)
+        args = json.dumps({"rounds": rounds, "npz": npz, "m": list(M_VALUES)})
+        done = subprocess.run([python, driver, args], capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
-    return json.loads(done.stdout.strip().splitlines()[-1]), ""
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    simrec_values, obp_values = np.array(exported["simrec_values"]), np.array(out["iips_values"])
+    out.update(exported, iips_max_relative_difference=float(np.max(
+        np.abs(obp_values - simrec_values) / np.maximum(np.abs(simrec_values), 1e-12))))
+    return out, ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,21 +278,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-venv", default=os.environ.get("SIMREC_OBP_VENV"))
     parser.add_argument("--setup-peer", action="store_true", help="create --peer-venv if missing")
     parser.add_argument("--obp-rounds", type=int, default=5_000, help="rounds OBP generates per timing")
-    parser.add_argument("--iips-rounds", type=int, default=100_000)
+    parser.add_argument("--iips-rounds", type=int, default=100_000,
+                        help="sessions of simrec's log converted for OBP's IIPS (slates)")
     parser.add_argument("--repeats", type=int, default=2, help="warm timed calls per simulation (median)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < args.obp_rounds \
+    if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < 2 \
             or args.repeats < 1:
-        parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= --obp-rounds, "
+        parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= 2, "
                      "--repeats >= 1")
 
     print(f"simrec bench feed: {os.cpu_count()} CPUs", flush=True)
-    rows, sweep = bench_simrec(args.sessions, args.users, args.repeats)
+    rows, sweep, peer = bench_simrec(args.sessions, args.users, args.repeats)
     python, reason = _peer_python(args.peer_venv, args.setup_peer)
     obp = None
     if python:
-        obp, reason = bench_obp(python, args.obp_rounds, args.iips_rounds)
+        obp, reason = bench_obp(python, args.obp_rounds, (*peer, min(args.iips_rounds, args.sessions)))
     result = {"simrec": rows, "sweep": sweep, "obp": obp}
 
     print("\n| what | simrec | simrec compile (s) | OBP | ratio |\n|---|---|---|---|---|")
@@ -277,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         line = f"| {what} | {sweep['seconds']:.3f} | {sweep['compile_seconds']:.1f} |"
         if obp:
             one = float(np.median(obp["iips_seconds"]))
-            print(f"{line} {one:.3f} (one IIPS call, {args.iips_rounds:,} rounds); "
+            print(f"{line} {one:.3f} (one IIPS call, {obp['sessions']:,} simrec sessions = "
+                  f"{obp['rounds']:,} rounds); "
                   f"{sum(obp['iips_seconds']):.3f} (14 calls) | {one / sweep['seconds']:.1f}× |")
         else:
             print(f"{line} – | – |")
@@ -289,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
             "generation_deterministic_vs_obp_plain": rows[0]["sessions_per_s"] / obp["rounds_per_s_plain"],
             "generation_plackett_luce_vs_obp_plain": rows[1]["sessions_per_s"] / obp["rounds_per_s_plain"],
             "sweep_speedup_vs_one_iips_call": float(np.median(obp["iips_seconds"])) / sweep["seconds"]}
-        print(f"\nOBP {obp['obp_version']} in {args.peer_venv}")
+        print(f"\nOBP {obp['obp_version']} in {args.peer_venv}; its IIPS on simrec's converted log "
+              f"reproduces simrec's 14 clipped-DCG estimates to a relative difference of "
+              f"{obp['iips_max_relative_difference']:.1e}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return 0
