@@ -1,0 +1,299 @@
+"""The assumptions study (Jeunen et al. KDD'24 Asm. 1–5 violated one at a time): its estimators on a
+hand-built feed against independent references, the violations' building blocks, dial 0 reproducing
+the no-violation log and every estimate bit for bit, and a reduced smoke run end to end (records
+against the declared columns, no detectable bias of the unbiased estimators without a violation)."""
+import dataclasses
+import inspect
+import math
+import pickle
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+from simrec import feed, ope, runner
+from simrec_studies import assumptions, scenarios
+
+# ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
+
+X, A, K, N = 12, 10, 6, 20_000
+RNG = np.random.default_rng(5)
+QUALITY = RNG.uniform(0.0, 0.6, (X, A)).astype(np.float32)
+ACTIVITY = RNG.dirichlet(np.ones(X)).astype(np.float32)
+SCENARIO = feed.Scenario(feed.Logarithmic(), (feed.from_table(QUALITY),), ACTIVITY, ("click",))
+LOGGER_SCORES = (QUALITY + RNG.normal(0, 0.3, (X, A))).astype(np.float32)
+LOGGER = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(LOGGER_SCORES)), 0.2), K)
+BETTER = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(QUALITY)), K)
+WORSE = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(-QUALITY)), K)
+M = np.array([1.0, 4.0, math.inf])
+
+
+@pytest.fixture(scope="module")
+def hand_built():
+    log = feed.simulate(jax.random.key(2), SCENARIO, LOGGER, N)
+    targets = {"better": BETTER, "worse": WORSE}
+    return log, targets, assumptions.estimator_differences(log, LOGGER, targets, SCENARIO.view, M, prior_views=5.0)
+
+
+def _exposure_table(policy):
+    return np.asarray(feed.exposure(None, policy, SCENARIO.view, np.arange(X)).mean, np.float64)
+
+
+def test_reward_model_is_the_smoothed_click_per_view_rate(hand_built):
+    log = hand_built[0]
+    users, items, viewed = np.asarray(log.users), np.asarray(log.items), np.asarray(log.viewed)
+    clicks = np.asarray(log.rewards[0])
+    views, hits = np.zeros(A), np.zeros(A)
+    for n in range(0, N, 7):                    # every 7th session: a sub-log, counted by a plain loop
+        for k in range(K):
+            if viewed[n, k]:
+                views[items[n, k]] += 1
+                hits[items[n, k]] += clicks[n, k]
+    sub = feed.Log(log.users[::7], log.items[::7], log.viewed[::7], log.rewards[:, ::7], log.day[::7],
+                   log.logging_exposure[::7], log.signals)
+    rate = hits.sum() / views.sum()
+    np.testing.assert_allclose(assumptions.reward_model(sub, 0, A, 3.0), (hits + 3.0 * rate) / (views + 3.0),
+                               rtol=1e-12)
+    assert users.shape == (N,)
+
+
+def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
+    log, targets, out = hand_built
+    rewards, viewed = log.rewards[0], log.viewed
+    users, items = np.asarray(log.users), np.maximum(np.asarray(log.items), 0)
+    logging_table = _exposure_table(LOGGER)
+    e0 = np.where(np.asarray(viewed), logging_table[users[:, None], items], 0.0).astype(np.float32)
+    discount = feed.view_probability(SCENARIO.view, K)
+    q_hat = assumptions.reward_model(log, 0, A, 5.0)
+    values = {}
+    for name, policy in {"R0": LOGGER, **targets}.items():
+        table = _exposure_table(policy)
+        e = np.where(np.asarray(viewed), table[users[:, None], items], 0.0).astype(np.float32)
+        pn = ope.post_normalised_dcg(rewards, e0, e, viewed, discount, M).value
+        sn = ope.self_normalised_dcg(rewards, e0, e, viewed, M).value
+        ndcg_all = np.asarray(ope.trajectory_ndcg(rewards, e0, e, viewed, discount, M, ideal="all viewed"))
+        # DR by hand: Σ_a ε q̂ over the catalogue + Σ_viewed min(m, 1/ε₀) ε (c − q̂)
+        c = np.asarray(rewards, np.float64)
+        weight = np.where(np.asarray(viewed), 1.0 / np.where(e0 > 0, e0, 1.0), 0.0)
+        dr = np.stack([(table @ q_hat)[users] + np.sum(np.minimum(m, weight) * e * (c - q_hat[items])
+                                                        * np.asarray(viewed), axis=1) for m in M])
+        values[name] = {"pndcg": pn, "sndcg": sn, "ndcg_all": ndcg_all, "dr": dr}
+    for name in targets:
+        for metric in ("pndcg", "sndcg"):
+            np.testing.assert_allclose(out["click"][name][metric]["mean"],
+                                       values[name][metric] - values["R0"][metric], rtol=2e-4, atol=1e-6)
+        for metric in ("ndcg_all", "dr"):
+            delta = values[name][metric] - values["R0"][metric]
+            np.testing.assert_allclose(out["click"][name][metric]["mean"], delta.mean(axis=1), rtol=2e-4, atol=1e-6)
+            np.testing.assert_allclose(out["click"][name][metric]["se"], delta.std(axis=1, ddof=1) / math.sqrt(N),
+                                       rtol=2e-3)
+        np.testing.assert_allclose(out["click"]["R0"]["dr"], values["R0"]["dr"].mean(axis=1), rtol=2e-4)
+    for metric in ("pndcg", "sndcg", "ndcg_all", "dr"):
+        low, mean, high = (out["click"]["better"][metric][k] for k in ("low", "mean", "high"))
+        assert np.all(low < mean) and np.all(mean < high)
+
+
+def test_unbiased_estimators_recover_the_exact_difference_and_pndcg_lift_is_dcgs(hand_built):
+    log, targets, out = hand_built
+    from simrec_studies import sensitivity
+    first = sensitivity.offline_differences(log, LOGGER, targets, SCENARIO.view, M)
+    v0 = feed.online_value(None, SCENARIO, LOGGER).mean[0]
+    for name, policy in targets.items():
+        truth = feed.online_value(None, SCENARIO, policy).mean[0] - v0
+        for metric in ("dr",):
+            est = out["click"][name][metric]
+            assert abs(est["mean"][-1] - truth) <= 4 * est["se"][-1]       # m = ∞: unbiased; 4 SE
+        # pnDCG divides DCG by one constant, so its relative lift is DCG's exactly
+        pn_lift = out["click"][name]["pndcg"]["mean"] / out["click"]["R0"]["pndcg"]
+        dcg_lift = first["click"][name]["dcg"]["mean"] / first["click"]["R0"]["dcg"]
+        np.testing.assert_allclose(pn_lift, dcg_lift, rtol=1e-4)
+
+
+def test_misspecified_view_blends_towards_the_family_and_is_the_truth_at_zero():
+    truth = feed.ScrollBudget(np.float32(1.4))
+    s = np.asarray(feed.view_probability(truth, 20), np.float64)
+    ranks = np.arange(1, 21)
+    log2 = 1.0 / np.log2(ranks + 1.0)
+    expo = 0.8 ** (ranks - 1.0)
+    assert np.array_equal(np.asarray(assumptions.misspecified_view(truth, "logarithmic", 0.0, 20).survival),
+                          np.asarray(feed.view_probability(truth, 20)))                  # bit for bit
+    np.testing.assert_allclose(assumptions.misspecified_view(truth, "logarithmic", 0.3, 20).survival,
+                               0.7 * s + 0.3 * log2, rtol=1e-6)
+    np.testing.assert_allclose(assumptions.misspecified_view(truth, "exponential", 1.0, 20, 0.8).survival, expo,
+                               rtol=1e-5)
+    with pytest.raises(ValueError, match="family"):
+        assumptions.misspecified_view(truth, "linear", 0.5, 20)
+    with pytest.raises(ValueError, match="blend"):
+        assumptions.misspecified_view(truth, "logarithmic", 1.5, 20)
+
+
+def test_excluded_items_are_nested_and_left_out_of_the_loggers_candidates():
+    key = jax.random.key(3)
+    small, large = (assumptions.excluded_items(key, 50, s) for s in (0.1, 0.3))
+    assert small.sum() == 5 and large.sum() == 15 and np.all(large[small])
+    retrieval = np.random.default_rng(0).normal(size=(7, 50)).astype(np.float32)
+    g0 = np.asarray(assumptions.logging_candidates(retrieval, large, 12).items)
+    assert not np.any(large[g0])
+    for u in range(7):                            # the top 12 of the remaining items, by a plain sort
+        allowed = [a for a in np.argsort(-retrieval[u], kind="stable") if not large[a]]
+        assert list(g0[u]) == allowed[:12]
+    unchanged = assumptions.logging_candidates(retrieval, np.zeros(50, bool), 12)
+    assert np.array_equal(np.asarray(unchanged.items),
+                          np.asarray(feed.top_k_candidates(feed.from_table(retrieval), 12, 7).items))
+
+
+def test_config_validation_names_the_field():
+    for overrides, message in (({"fatigue": (0.2, 0.1)}, "fatigue must be increasing"),
+                               ({"cascade": (0.0, 0.5)}, "cascade must be increasing"),
+                               ({"unsupported": (0.95,)},
+                                r"unsupported must be increasing distinct dial values in \(0, 0.9\]"),
+                               ({"assumptions": ("fatigue", "gravity")}, "assumptions must be distinct names"),
+                               ({"replications": 1}, "replications must be an integer >= 2"),
+                               ({"m": (0.5,)}, "m must be distinct clipping values >= 1"),
+                               ({"exponential_gamma": 1.0}, "exponential_gamma must be in")):
+        with pytest.raises(runner.ConfigError, match=message):
+            dataclasses.replace(assumptions.PRESETS["smoke"], **overrides)
+
+
+def test_every_config_field_says_what_it_means():
+    assert all(meaning for _, _, _, meaning in runner.config_help(assumptions.PRESETS["default"]))
+
+
+def test_no_module_level_state():
+    assert not [name for name, value in vars(assumptions).items() if hasattr(value, "cache_info")]
+    source = inspect.getsource(assumptions)
+    for banned in ("lru_cache", "functools.cache", "global "):
+        assert banned not in source, banned
+
+
+def test_cells_are_the_baseline_and_every_non_zero_dial():
+    config = assumptions.PRESETS["default"]
+    cells = assumptions.cells(config)
+    assert cells[0] == {"assumption": "none", "dial": 0.0}
+    assert len(cells) == 1 + sum(len(config.dials(a)) - 1 for a in config.assumptions)
+    assert all(c["dial"] > 0 for c in cells[1:])
+
+
+# ---- the smoke preset (reduced to the violations that add no compilation) ----------------------------
+
+SMOKE = dataclasses.replace(assumptions.PRESETS["smoke"], assumptions=("view_log", "support"), replications=3)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("assumptions")
+    out = root / "smoke"
+    summary = runner.run(assumptions.STUDY, SMOKE, seed=0, out=out, preset="smoke", progress=False)
+    cache = root / ".simrec-cache" / "assumptions"
+    (path,) = cache.glob("setup-*.pkl")
+    return out, summary, pickle.loads(path.read_bytes())
+
+
+def _records(out) -> pd.DataFrame:
+    return pd.read_csv(out / "records.csv", keep_default_na=False,
+                       na_values={c: [""] for c, t in assumptions.COLUMNS.items() if t is float})
+
+
+def test_smoke_writes_the_declared_columns_tables_and_figures(smoke_run):
+    out, summary, _ = smoke_run
+    assert summary.cells_total == 3
+    records = _records(out)
+    assert list(records.columns) == list(assumptions.COLUMNS)
+    assert set(records.assumption) == {"none", "view_log", "support"}
+    assert set(records.metric) == {""} | set(assumptions.METRICS)
+    summary_table = pd.read_csv(out / "table_summary.csv", keep_default_na=False)
+    assert set(summary_table.assumption) == set(SMOKE.assumptions)
+    assert len(summary_table) == len(SMOKE.assumptions) * 2 * len(assumptions.METRICS) * len(SMOKE.m)
+    assert set(summary_table.sign_below_95_at) <= {"never", "0", "1", "0.2"}
+    errors = pd.read_csv(out / "table_errors.csv")
+    for column in ("sign_agreement", "TPR", "FPR", "bias_p"):
+        values = errors[column].dropna()
+        assert ((values >= 0) & (values <= 1)).all(), column
+    assert (errors.rmse_lift >= errors.mean_abs_bias_lift - 1e-12).all()
+    for name in ("fig_view_log", "fig_support"):
+        assert (out / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+    text = (out / "README.md").read_text()
+    assert "No violation (dial 0)" in text and "Asm. 5" in text
+    support = records[(records.assumption == "support") & (records.replication >= 0)]
+    assert (support.lost > 0).any() and (records[records.assumption == "none"].lost.dropna() == 0).all()
+
+
+def _flatten(tree, path=()) -> dict:
+    """{path: array} of every leaf of nested dicts (the estimates of `all_differences`)."""
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in _flatten(sub, path + (key,)).items()}
+    return {path: np.asarray(tree, np.float64)}
+
+
+def test_dial_zero_reproduces_the_baseline_log_and_every_estimate_bit_for_bit(smoke_run):
+    _, _, shared = smoke_run
+    config = dataclasses.replace(assumptions.PRESETS["smoke"], replications=2)
+    root = jax.random.key(0)
+    base = assumptions.setting(config, shared, "none", 0.0)
+    base_log = assumptions.simulate_log(root, config, base, 1)
+    base_est = assumptions.all_differences(base_log, base, config.m, config)
+    base_rows = assumptions.compute(root, config, {"assumption": "none", "dial": 0.0}, shared)
+    for assumption in assumptions.ASSUMPTIONS:
+        zero = assumptions.setting(config, shared, assumption, 0.0)
+        log = assumptions.simulate_log(root, config, zero, 1)
+        for name in ("users", "items", "viewed", "rewards", "day", "logging_exposure"):
+            assert np.array_equal(np.asarray(getattr(log, name)), np.asarray(getattr(base_log, name))), name
+        est = assumptions.all_differences(log, zero, config.m, config)
+        assert _flatten(est).keys() == _flatten(base_est).keys()
+        for path, value in _flatten(est).items():
+            assert np.array_equal(value, _flatten(base_est)[path], equal_nan=True), (assumption, path)
+        rows = assumptions.compute(root, config, {"assumption": assumption, "dial": 0.0}, shared)
+        pd.testing.assert_frame_equal(pd.DataFrame(rows).assign(assumption="none"), pd.DataFrame(base_rows),
+                                      check_exact=True)
+    # ... while a non-zero dial does change the world or the estimator (the check can fail)
+    strong = {a: assumptions.setting(config, shared, a, config.dials(a)[-1]) for a in assumptions.ASSUMPTIONS}
+    assert strong["fatigue"].scenario.fatigue == config.fatigue[-1] and base.scenario.fatigue == 0
+    assert isinstance(strong["cascade"].scenario.view, feed.Cascade)
+    assert not isinstance(base.scenario.view, feed.Cascade)
+    assert float(strong["cascade"].scenario.view.stop_probability) == config.cascade[-1]
+    assert strong["satiation"].scenario.satiation == config.satiation[-1] and base.scenario.satiation == 0
+    assert not np.array_equal(np.asarray(strong["view_log"].view.survival),
+                              np.asarray(feed.view_probability(base.view, base.logger.feed_length)))
+    assert not np.array_equal(np.asarray(strong["support"].logger.generator.items),
+                              np.asarray(base.logger.generator.items))
+
+
+def test_the_baseline_truth_is_the_exact_online_difference(smoke_run):
+    out, _, shared = smoke_run
+    config = assumptions.PRESETS["smoke"]
+    base = assumptions.setting(config, shared, "none", 0.0)
+    truth = _records(out).query("assumption == 'none' and replication == -1")
+    v0 = feed.online_value(None, base.scenario, base.logger).mean
+    for name, policy in base.targets.items():
+        expected = feed.online_value(None, base.scenario, policy).mean - v0
+        got = truth[truth.target == name].set_index("signal").true_diff
+        np.testing.assert_allclose([got[s] for s in scenarios.SIGNALS], expected, rtol=1e-9)
+
+
+def test_without_a_violation_unbiased_estimators_show_no_bias_at_m_inf(smoke_run):
+    """DCG and DR at m = ∞ are unbiased under Asm. 1–5: over the smoke run's independent logs the mean
+    error of each (signal, target) lies within 4 standard errors (sqrt(Σ se²)/R) of 0."""
+    records = _records(smoke_run[0])
+    base = records[(records.assumption == "none") & (records.replication >= 0) & (records.m == math.inf)]
+    checked = 0
+    for (metric, signal, target), g in base[base.metric.isin(["dcg", "dr"])].groupby(["metric", "signal", "target"]):
+        error = (g.est_diff - g.true_diff).mean()
+        se = math.sqrt((g.est_se ** 2).sum()) / len(g)
+        assert abs(error) <= 4 * se, (metric, signal, target, error, se)
+        checked += 1
+    assert checked == 2 * 2 * len(SMOKE.targets)
+
+
+def test_ratio_differences_standard_errors_match_their_spread_over_independent_logs():
+    """The paired delta-method SE of the pnDCG and SN-DCG differences against the SD of the
+    differences over 40 independent logs: the SD of 40 draws is within ~11 % of the truth, so
+    their ratio must lie in [0.65, 1.5] (about 3.5 of those SEs)."""
+    targets = {"better": BETTER}
+    draws = [assumptions.estimator_differences(feed.simulate(jax.random.key(100 + r), SCENARIO, LOGGER, 2000), LOGGER,
+                                               targets, SCENARIO.view, M)["click"]["better"] for r in range(40)]
+    for metric in ("pndcg", "sndcg"):
+        means = np.array([d[metric]["mean"] for d in draws])                  # [40, M]
+        ses = np.array([d[metric]["se"] for d in draws])
+        ratio = means.std(axis=0, ddof=1) / np.sqrt(np.mean(ses ** 2, axis=0))
+        assert np.all((ratio > 0.65) & (ratio < 1.5)), (metric, ratio)
