@@ -28,6 +28,10 @@ windows of each replication's days) and over each replication's whole series (th
 variant). Replication r uses platform r mod `platforms` and that platform's days
 [k · long_days, (k + 1) · long_days) with k = r div `platforms`, so replications never share a day.
 
+Mechanism tables: Pearson r of each daily quantity with the day factors, its mean over days with a
+Newey–West standard error (`simrec.stats.hac_mean_se`), and partial correlations with online reward
+given one factor with their t-tests (`simrec.stats.partial_correlation`, statsmodels OLS).
+
 Setup: the platforms (`scenarios.platforms`: worlds and trained rankers, cached on disk). Cells:
 (replication, day), both levels in one cell. Records (`COLUMNS`): one daily number per row,
 addressed by (replication, day, level, signal, policy, quantity, positives, statistic); see
@@ -398,9 +402,22 @@ def claims(corr: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _mean_se_over_days(group: pd.DataFrame, column: str) -> float:
+    """Standard error of the mean over all days of a daily quantity: per replication the
+    Newey–West (HAC) standard error of its mean over consecutive days (`stats.hac_mean_se`, robust
+    to day-to-day autocorrelation), combined over the independent, equally long replications as
+    sqrt(Σ_r se_r²) / R. NaN if a day has no value."""
+    series = group.sort_values(["replication", "day"]).pivot(index="replication", columns="day", values=column)
+    if series.isna().to_numpy().any():
+        return math.nan
+    se = np.atleast_1d(stats.hac_mean_se(series.to_numpy()))
+    return float(np.sqrt(np.sum(se * se)) / se.size)
+
+
 def mechanism(daily: pd.DataFrame) -> pd.DataFrame:
     """Pearson r over all days (pooled over replications) of each daily quantity of R_t with the
-    day factors z_s (session length) and z_e (engagement), per level and signal."""
+    day factors z_s (session length) and z_e (engagement), per level and signal, and the mean of
+    each quantity over days with its HAC standard error (`_mean_se_over_days`)."""
     quantities = {"online (A/B)": "online_ab", "online (exact)": "online_exact", "DCG (pbm, Q̂)": "dcg_pbm_q",
                   "nDCG skip": "ndcg_skip", "nDCG zero": "ndcg_zero", "mean depth": "depth",
                   "positives / session": "positives", "share without positive": "no_positive",
@@ -411,7 +428,8 @@ def mechanism(daily: pd.DataFrame) -> pd.DataFrame:
     for (level, signal), group in part.groupby(["level", "signal"], sort=False):
         for label, column in quantities.items():
             values = group[column].to_numpy()
-            row = {"level": level, "signal": signal, "quantity": label, "mean": float(np.nanmean(values))}
+            row = {"level": level, "signal": signal, "quantity": label, "mean": float(np.nanmean(values)),
+                   "se of mean (HAC)": _mean_se_over_days(group, column)}
             for factor in ("session", "engagement"):
                 ok = np.isfinite(values)
                 row[f"r with z_{factor[0]}"] = float(stats.pearson(group[factor].to_numpy()[ok], values[ok])[0]) \
@@ -531,14 +549,12 @@ def report(config: CorrelationConfig, records: pd.DataFrame) -> Report:
 
 def partial(daily: pd.DataFrame) -> pd.DataFrame:
     """Which day-to-day variation each estimator follows: over all days (pooled), Pearson r of
-    R_t's daily estimate with the online reward (A/B), and the partial r after regressing both on
-    one day factor — "given z_s" keeps the variation from engagement (and item / user drift and
-    noise), "given z_e" the variation from session length (KDD'24 §6.1's explanation of nDCG's
-    negative correlation is about days that differ in engagement)."""
-    def residual(values, factor):
-        design = np.column_stack([np.ones_like(factor), factor])
-        return values - design @ np.linalg.lstsq(design, values, rcond=None)[0]
-
+    R_t's daily estimate with the online reward (A/B), and the partial r given one day factor
+    (`stats.partial_correlation`: the correlation of both series' residuals on that factor, with
+    the t-test of the OLS coefficient, p two-sided on df = days − 3) — "given z_s" keeps the
+    variation from engagement (and item / user drift and noise), "given z_e" the variation from
+    session length (KDD'24 §6.1's explanation of nDCG's negative correlation is about days that
+    differ in engagement)."""
     rows = []
     part = daily[daily.policy == "Rt"]
     for (level, signal), group in part.groupby(["level", "signal"], sort=False):
@@ -546,10 +562,12 @@ def partial(daily: pd.DataFrame) -> pd.DataFrame:
         for key in ("dcg_pbm_q", "dcg_log_c", "ndcg_skip", "ndcg_zero", "pndcg"):
             x = group[key].to_numpy()
             row = {"level": level, "signal": signal, "estimator": ESTIMATORS[key], "r": stats.pearson(x, online)[0]}
+            tests = {}
             for factor in ("session", "engagement"):
-                z = group[factor].to_numpy()
-                row[f"partial r given z_{factor[0]}"] = stats.pearson(residual(x, z), residual(online, z))[0]
-            rows.append(row)
+                r, p, df = stats.partial_correlation(x, online, group[factor].to_numpy())
+                row[f"partial r given z_{factor[0]}"] = r
+                tests[f"p given z_{factor[0]}"] = p
+            rows.append({**row, **tests, "df": df})
     return pd.DataFrame(rows)
 
 
@@ -632,7 +650,11 @@ def _summary_text(config, summary, claim, mech, part, noise_table) -> str:
            "nDCG is lower (`table_mechanism_bins`). " if follows_session else "")
         + f"Holding session length fixed (partial r given z_s), nDCG (skip) vs online reward is "
         f"{span(skip['partial r given z_s'])} and DCG (pbm, Q̂) {span(dcg['partial r given z_s'])}; holding "
-        f"engagement fixed, {span(skip['partial r given z_e'])} and {span(dcg['partial r given z_e'])}. "
+        f"engagement fixed, {span(skip['partial r given z_e'])} and {span(dcg['partial r given z_e'])} "
+        f"(partial r pooled over {int(part.df.iloc[0]) + 3} days; two-sided p of its t-test on "
+        f"{int(part.df.iloc[0])} df: nDCG (skip) {span(skip['p given z_s'], '.2g')} given z_s and "
+        f"{span(skip['p given z_e'], '.2g')} given z_e; DCG (pbm, Q̂) {span(dcg['p given z_s'], '.2g')} and "
+        f"{span(dcg['p given z_e'], '.2g')}). "
         + ("Days that differ in engagement — the paper's explanation — are where nDCG loses online reward; "
            "days that differ in session length are where it follows it, so the sign of nDCG's correlation "
            "over days depends on which drift dominates."

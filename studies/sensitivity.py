@@ -27,7 +27,8 @@ Kinds of settings:
 
 For each metric and m (`stats.sensitivity_from_moments` on the per-setting means and SEs):
 TPR = share of improving settings whose CI is strictly positive, mean one-sided p, sign
-agreement; FPR = the same share on both kinds of A/A and on harmful settings; and bias and RMSE
+agreement; FPR = the same share on both kinds of A/A and on harmful settings (each rate with its
+95 % Wilson interval); and bias and RMSE
 (`stats.bias_rmse`) of the estimated relative lift Δ̄ / f̄(R₀) against the exact online lift
 (V(R_t) − V(R₀)) / V(R₀) — the one scale DCG and nDCG share — plus, for DCG, of Δ̄ itself against
 the exact online difference (DCG estimates expected feedback per session; nDCG does not). To show
@@ -463,11 +464,13 @@ def _scopes(config: SensitivityConfig, frame: pd.DataFrame):
 
 
 def _rates(config: SensitivityConfig, frame: pd.DataFrame) -> pd.DataFrame:
-    """TPR, mean p, sign agreement and FPR per (scope, metric, m), over the verified settings."""
+    """TPR, mean p, sign agreement and FPR per (scope, metric, m), over the verified settings, then
+    95 % Wilson intervals of each rate (`stats.sensitivity_from_moments`; TPR_low, TPR_high,
+    FPR_<kind>_low, FPR_<kind>_high)."""
     rows = []
     for scope, part in _scopes(config, frame[frame.verified]):
         for (metric, m), g in part.groupby(["metric", "m"], sort=True):
-            row = {"scope": scope, "metric": metric, "m": m}
+            row, intervals = {"scope": scope, "metric": metric, "m": m}, {}
             for kind in NULL_KINDS:
                 group = g[g.kind.isin(["improving", kind])]
                 summary = stats.sensitivity_from_moments(group["mean"], group["se"],
@@ -475,6 +478,9 @@ def _rates(config: SensitivityConfig, frame: pd.DataFrame) -> pd.DataFrame:
                 row.update({"n_improving": summary.n_positive, "TPR": summary.tpr, "mean_p": summary.mean_p_value,
                             "sign_agreement": summary.sign_agreement,
                             f"n_{kind}": summary.n_negative, f"FPR_{kind}": summary.fpr})
+                intervals[f"FPR_{kind}_low"], intervals[f"FPR_{kind}_high"] = summary.fpr_low, summary.fpr_high
+            intervals["TPR_low"], intervals["TPR_high"] = summary.tpr_low, summary.tpr_high
+            row.update(intervals)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -562,8 +568,7 @@ def _yes(holds: bool, p_value: float) -> str:
 def _verdicts(config, rates: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
     """Claim (d) (Jeunen et al. Fig. 1) on each scope: TPR and mean p of DCG and nDCG against m. The gap
     between DCG's best moderate m and m = ∞ is tested with McNemar's exact test on the improving
-    settings detected at one of the two only."""
-    from scipy import stats as scipy_stats
+    settings detected at one of the two only (`stats.mcnemar`, exact)."""
     lines = []
     moderate = [m for m in config.m if 1 < m < math.inf]
     if 1.0 not in config.m or math.inf not in config.m or not moderate:
@@ -578,16 +583,21 @@ def _verdicts(config, rates: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
         best_ms = [m for m in moderate if d_tpr.loc[m] == best]
         detected = part.assign(hit=part.low > 0).pivot_table(
             index=["level", "day", "signal", "target"], columns="m", values="hit", aggfunc="first")
-        only_best = int((detected[best_ms[0]] & ~detected[math.inf]).sum())
-        only_inf = int((~detected[best_ms[0]] & detected[math.inf]).sum())
-        mcnemar = scipy_stats.binomtest(only_best, only_best + only_inf).pvalue if only_best + only_inf else 1.0
+        test = stats.mcnemar(detected[best_ms[0]].to_numpy(bool), detected[math.inf].to_numpy(bool), exact=True)
+        only_best, only_inf, mcnemar = test.only_first, test.only_second, test.p_value
         peak = best > d_tpr.loc[1.0] and best > d_tpr.loc[math.inf]
         wins, ties = int((d_tpr > tpr["ndcg"]).sum()), int((d_tpr == tpr["ndcg"]).sum())
         p_wins, n = int((d_p < p["ndcg"]).sum()), len(d_tpr)
+
+        def wilson(m: float) -> str:
+            row = r.loc[("dcg", m)]
+            return f"[{row.TPR_low:.2f}, {row.TPR_high:.2f}]"
+
         lines.append(
             f"- **{scope}** ({len(detected)} verified improving settings): DCG's TPR is "
-            f"{d_tpr.loc[1.0]:.2f} at m = 1, at most {best:.2f} for 1 < m < ∞ (m = "
-            f"{', '.join(map(_m_text, best_ms))}) and {d_tpr.loc[math.inf]:.2f} at m = ∞ ({only_best} settings "
+            f"{d_tpr.loc[1.0]:.2f} {wilson(1.0)} at m = 1, at most {best:.2f} {wilson(best_ms[0])} for 1 < m < ∞ "
+            f"(m = {', '.join(map(_m_text, best_ms))}) and {d_tpr.loc[math.inf]:.2f} {wilson(math.inf)} at m = ∞ "
+            f"(95 % Wilson intervals, settings as independent trials; {only_best} settings "
             f"detected only at m = {_m_text(best_ms[0])}, {only_inf} only at ∞; McNemar p = {mcnemar:.2g}); its "
             f"mean p is {d_p.loc[1.0]:.2g} at m = 1, lowest {d_p.min():.2g} at m = {_m_text(d_p.idxmin())} and "
             f"{d_p.loc[math.inf]:.2g} at m = ∞. nDCG's TPR ranges {tpr['ndcg'].min():.2f}–{tpr['ndcg'].max():.2f}. "

@@ -143,6 +143,37 @@ def test_pearson_matches_scipy_on_the_daily_series(smoke_runs):
         scipy.stats.pearsonr(part.dcg_pbm_q, part.online_ab).statistic, abs=1e-12)
 
 
+def test_partial_and_hac_columns_match_independent_references(smoke_runs):
+    """table_mechanism_partial's partial r and p against residual correlations (lstsq) and the t
+    distribution on days − 3 df; table_mechanism's HAC column against statsmodels per replication."""
+    from statsmodels.regression.linear_model import OLS
+    out = smoke_runs[0]
+    daily = pd.read_csv(out / "table_daily.csv")
+    group = daily[(daily.level == "level2") & (daily.signal == "like") & (daily.policy == "Rt")]
+    partial = pd.read_csv(out / "table_mechanism_partial.csv")
+    row = partial[(partial.level == "level2") & (partial.signal == "like")
+                  & (partial.estimator == correlation.ESTIMATORS["ndcg_skip"])].iloc[0]
+    days = CONFIG.replications * CONFIG.long_days
+    assert row.df == days - 3
+    z = group.session.to_numpy()
+    design = np.column_stack([np.ones(days), z])
+
+    def residual(v):
+        return v - design @ np.linalg.lstsq(design, v, rcond=None)[0]
+
+    r = np.corrcoef(residual(group.ndcg_skip.to_numpy()), residual(group.online_ab.to_numpy()))[0, 1]
+    assert row["partial r given z_s"] == pytest.approx(r, abs=1e-3)          # csv keeps 3-4 digits
+    t = r * np.sqrt((days - 3) / (1 - r * r))
+    assert row["p given z_s"] == pytest.approx(2 * scipy.stats.t.sf(abs(t), days - 3), rel=2e-2, abs=1e-4)
+    assert partial[["p given z_s", "p given z_e"]].stack().between(0, 1).all()
+    mech = pd.read_csv(out / "table_mechanism.csv")
+    se = mech[(mech.level == "level2") & (mech.signal == "like") & (mech.quantity == "online (A/B)")].iloc[0]
+    per_rep = [OLS(g.sort_values("day").online_ab.to_numpy(), np.ones(CONFIG.long_days)).fit(
+        cov_type="HAC", cov_kwds={"maxlags": stats.newey_west_lags(CONFIG.long_days), "use_correction": True}).bse[0]
+        for _, g in group.groupby("replication")]
+    assert se["se of mean (HAC)"] == pytest.approx(np.sqrt(np.sum(np.square(per_rep))) / len(per_rep), rel=1e-3)
+
+
 def test_rerun_from_cache_gives_identical_tables(smoke_runs):
     first, second, (_, again), _ = smoke_runs
     assert again.cells_computed == 0

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from simrec import cli, feed, runner
 from simrec_studies import sensitivity
@@ -228,6 +229,11 @@ def test_smoke_structure_and_rates(smoke_run):
         values = rates[column].dropna()
         assert ((values >= 0) & (values <= 1)).all(), column
     assert (rates.FPR_aa == 0).all()                                      # Δ_τ ≡ 0 on R₀'s own log
+    for rate, n in [("TPR", "n_improving"), *((f"FPR_{kind}", f"n_{kind}") for kind in sensitivity.NULL_KINDS)]:
+        low, high = proportion_confint(np.rint(rates[rate] * rates[n]), rates[n], alpha=0.05, method="wilson")
+        np.testing.assert_allclose(rates[f"{rate}_low"], low, rtol=1e-3, atol=1e-6)   # 95 % Wilson
+        np.testing.assert_allclose(rates[f"{rate}_high"], high, rtol=1e-3, atol=1e-6)
+        assert ((rates[f"{rate}_low"] <= rates[rate]) & (rates[rate] <= rates[f"{rate}_high"])).all()
     settings = pd.read_csv(out / "table_settings.csv")
     assert len(settings) == len(config.levels) * 2 * config.scenario.days * (1 + 2 * len(config.targets))
     assert (settings.kind == "aa_logs").sum() == len(config.levels) * 2 * config.scenario.days * len(config.targets)
