@@ -39,7 +39,12 @@ run, cached by the runner) and everything else per cell from them.
   z_e shifts every signal's logit (user engagement); and `simrec.world.drift` perturbs item
   quality (item bias + N(0, item_strength²)) and the user mix (log-activity + N(0,
   user_strength²)). Days are independent fluctuations around the base world, so day d of a
-  replication is reproducible on its own. Offline logs D₀ᵈ and the online A/B arms are
+  replication is reproducible on its own. Two optional drifts persist instead (both 0 by default,
+  which leaves every day bit-identical): `DriftConfig.item_walk` adds item_walk · W_i(d) to each
+  item's bias, W_i a per-item Gaussian random walk (item-level trends and churn, which move
+  items, hence the target's and the logger's rankings, differently), and `DriftConfig.view_walk`
+  adds view_walk · W(d) to the log session-length factor (examination whose shape drifts and
+  stays drifted); `walk` gives W on any day on its own. Offline logs D₀ᵈ and the online A/B arms are
   independent draws from the caller's keys.
 * **Truth** (`online`): the exact online reward per session and signal of a policy on a day,
   `simrec.feed.online_value` (exact for every policy here but the epsilon-greedy logger under the
@@ -47,6 +52,8 @@ run, cached by the runner) and everything else per cell from them.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,7 +73,7 @@ __all__ = [
     "RankerConfig", "ScenarioConfig", "PRESETS", "Trained", "Popularity", "NoisyOracle", "Ranker", "RankerField",
     "ranker_label", "parse_ranker", "Platform", "Day", "platforms", "platform", "scores",
     "level_config", "day_factors", "day", "logging_policy", "target_policy", "online",
-    "logging_exposure",
+    "logging_exposure", "WALKS", "walk", "retrieval_scores",
 ]
 
 SIGNALS = ("like", "watch")              # explicit (rare), implicit (frequent)
@@ -141,9 +148,15 @@ class DriftConfig:
     engagement: float = 0.2          # sd of the day's logit shift (engagement)
     item_strength: float = 0.2       # sd of `simrec.world.drift`'s item-bias noise
     user_strength: float = 0.5       # sd of `simrec.world.drift`'s user log-activity noise
+    #: sd of the daily step of a per-item random walk in the item bias (trends, churn: item-level,
+    #: persistent; 0 = off, the days of the other drifts exactly)
+    item_walk: float = 0.0
+    #: sd of the daily step of a random walk in the log session-length factor (examination that
+    #: changes over days and stays changed; 0 = off, the days of the other drifts exactly)
+    view_walk: float = 0.0
 
     def __post_init__(self):
-        for name in ("session", "engagement", "item_strength", "user_strength"):
+        for name in ("session", "engagement", "item_strength", "user_strength", "item_walk", "view_walk"):
             value = getattr(self, name)
             _require(math.isfinite(value) and value >= 0, f"drift.{name} must be finite and >= 0, "
                                                           f"got {value!r}")
@@ -377,6 +390,14 @@ def platform(root: jax.Array, config: ScenarioConfig, replication: int = 0,
     return platforms(root, config, (replication,), rankers)[0]
 
 
+def retrieval_scores(platform_: Platform) -> feed.ItemFn:
+    """The candidate generator's retrieval scores f32[U, A] (as an `ItemFn`): the truncated SVD of
+    O⁺ whose top N per user are `Platform.candidates` (recomputed, deterministic), for targets
+    whose generator G′ departs from G."""
+    rank = platform_.config.rankers.retrieval_dim
+    return feed.from_table(_scores_table(models.fit(None, models.SVDSpec(rank), platform_.observed)))
+
+
 def scores(platform_: Platform, ranker: Ranker) -> feed.ItemFn:
     """Scores f32[U, A] (as an `ItemFn`) of a ranker on the platform: a trained slot's model, the
     item counts in O⁺ (`Popularity`), or a noisy oracle (true logit of the base world + scale ·
@@ -443,6 +464,31 @@ def _day_view(level: LevelConfig, log_length: float) -> feed.ViewModel:
     return feed.Cascade(base, jnp.float32(level.cascade), SIGNALS.index("watch")) if level.cascade > 0 else base
 
 
+#: the walks of `walk`: their stream of `Platform.drift_key` (streams 0 and 1 are the day factors
+#: and `simrec.world.drift`) and their size (per item, or one number for the view model)
+WALKS = {"item": 2, "view": 3}
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _walk(key, size: int, d):
+    return jax.lax.fori_loop(1, d + 1, lambda t, total: total + jax.random.normal(jax.random.fold_in(key, t), (size,)),
+                             jnp.zeros(size))
+
+
+def walk(platform_: Platform, kind: str, d: int) -> jax.Array:
+    """A standard Gaussian random walk on day d: W(d) = sum_{t=1}^{d} xi_t, W(0) = 0, xi_t ~ N(0, I)
+    i.i.d. over days from fold_in(fold_in(drift key, WALKS[kind]), t). kind "item": one walk per
+    item, f32[A] (`DriftConfig.item_walk` scales it into the item bias); "view": one walk, f32[1]
+    (`DriftConfig.view_walk` scales it into the log session-length factor). Any day is computed
+    on its own in O(d · size), and days share their steps, so drift persists."""
+    if kind not in WALKS:
+        raise ValueError(f"kind must be one of {tuple(WALKS)}, got {kind!r}")
+    if not _is_int(d, 0):
+        raise ValueError(f"day must be an integer >= 0, got {d!r}")
+    size = platform_.world.n_items if kind == "item" else 1
+    return _walk(jax.random.fold_in(platform_.drift_key, WALKS[kind]), size, d)
+
+
 @jax.jit
 def _day_quality(world: World, slopes, shifts):
     logit = quality_logit(world, jnp.arange(world.n_users))
@@ -459,10 +505,15 @@ def day(platform_: Platform, level: str, d: int) -> Day:
     z_s, z_e = day_factors(platform_, d)
     world = drift(jax.random.fold_in(platform_.drift_key, 1), platform_.world, d, dr.item_strength,
                   dr.user_strength)
+    if dr.item_walk > 0:                                   # off: the world above, bit for bit
+        world = dataclasses.replace(world, item_bias=world.item_bias + dr.item_walk * walk(platform_, "item", d))
+    log_length = dr.session * z_s
+    if dr.view_walk > 0:
+        log_length = log_length + dr.view_walk * float(walk(platform_, "view", d)[0])
     shifts = jnp.array([sg.like_shift, sg.watch_shift], jnp.float32) + dr.engagement * z_e
     quality = np.asarray(_day_quality(world, jnp.array([sg.like_slope, sg.watch_slope], jnp.float32), shifts))
     activity = np.asarray(jax.nn.softmax(world.user_log_activity), np.float64)
-    scenario = feed.Scenario(_day_view(lv, dr.session * z_s), tuple(feed.from_table(q) for q in quality),
+    scenario = feed.Scenario(_day_view(lv, log_length), tuple(feed.from_table(q) for q in quality),
                              jnp.asarray(activity / activity.sum(), jnp.float32), SIGNALS,
                              satiation=float(lv.satiation))
     return Day(scenario, z_s, z_e, int(d))

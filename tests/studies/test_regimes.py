@@ -1,0 +1,294 @@
+"""The regimes study (verdict maps over regimes of KDD'24 §6) and the two persistent drifts it adds
+to the scenarios: walks at 0 reproduce the existing day bit for bit, the item walk has the stated
+distribution, the view walk moves the view model as documented; the blocked difference moments
+against a direct computation; G′; the verdict rules on hand-made inputs; and a tiny run end to end
+(declared columns, tables, figures, the paper cell)."""
+import dataclasses
+import inspect
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from simrec import feed, runner
+from simrec.world import WorldConfig, drift, make_world
+from simrec_studies import regimes
+from simrec_studies import scenarios as S
+
+SMOKE = S.PRESETS["smoke"]
+
+
+def _platform(config: S.ScenarioConfig = SMOKE, seed: int = 0) -> S.Platform:
+    """A platform with the world and keys only (what `scenarios.day` reads), no training."""
+    key = jax.random.key(seed)
+    world = make_world(jax.random.fold_in(key, 0), config.world)
+    return S.Platform(config=config, world=world, observed=sp.csr_matrix((world.n_users, world.n_items)),
+                      candidates={}, trained={}, drift_key=jax.random.fold_in(key, 1),
+                      noise_key=jax.random.fold_in(key, 2))
+
+
+def _reference_day(platform: S.Platform, level: str, d: int, item_walk: float = 0.0, view_walk: float = 0.0):
+    """`scenarios.day` as committed before the walks (quality tables, view, activity), with the
+    walks added by their documented formulas: item bias + item_walk · W_i(d), log session-length
+    factor + view_walk · W(d)."""
+    config = platform.config
+    lv, dr, sg = S.level_config(config, level), config.drift, config.signals
+    z_s, z_e = S.day_factors(platform, d)
+    world = drift(jax.random.fold_in(platform.drift_key, 1), platform.world, d, dr.item_strength, dr.user_strength)
+    if item_walk:
+        world = dataclasses.replace(world, item_bias=world.item_bias + item_walk * S.walk(platform, "item", d))
+    shifts = jnp.array([sg.like_shift, sg.watch_shift], jnp.float32) + dr.engagement * z_e
+    quality = np.asarray(S._day_quality(world, jnp.array([sg.like_slope, sg.watch_slope], jnp.float32), shifts))
+    activity = np.asarray(jax.nn.softmax(world.user_log_activity), np.float64)
+    log_length = dr.session * z_s + (view_walk * float(S.walk(platform, "view", d)[0]) if view_walk else 0.0)
+    return quality, S._day_view(lv, log_length), activity / activity.sum()
+
+
+@pytest.mark.parametrize("level", S.LEVELS)
+def test_walks_at_zero_reproduce_the_existing_day_exactly(level):
+    platform = _platform()
+    explicit = dataclasses.replace(SMOKE, drift=dataclasses.replace(SMOKE.drift, item_walk=0.0, view_walk=0.0))
+    for d in (0, 3):
+        quality, view, activity = _reference_day(platform, level, d)
+        for config in (SMOKE, explicit):
+            today = S.day(dataclasses.replace(platform, config=config), level, d).scenario
+            for s in range(len(S.SIGNALS)):
+                assert np.array_equal(np.asarray(today.quality[s].params), quality[s])
+            assert jax.tree_util.tree_all(jax.tree_util.tree_map(lambda a, b: bool(np.array_equal(a, b)),
+                                                                 today.view, view))
+            assert np.array_equal(np.asarray(today.activity), np.asarray(activity, np.float32))
+
+
+def test_walks_enter_the_day_as_documented():
+    config = dataclasses.replace(SMOKE, drift=dataclasses.replace(SMOKE.drift, item_walk=0.3, view_walk=0.2))
+    platform = _platform(config)
+    today = S.day(platform, "level1", 4).scenario
+    quality, view, _ = _reference_day(platform, "level1", 4, item_walk=0.3, view_walk=0.2)
+    np.testing.assert_allclose(np.asarray(today.quality[0].params), quality[0], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(float(today.view.exponent), float(view.exponent), rtol=1e-6)
+    plain = S.day(_platform(), "level1", 4).scenario                   # the walks do change the day
+    assert not np.allclose(np.asarray(plain.quality[0].params), quality[0])
+    assert float(plain.view.exponent) != pytest.approx(float(view.exponent))
+    assert np.all(np.asarray(S.walk(platform, "item", 0)) == 0) and float(S.walk(platform, "view", 0)[0]) == 0.0
+    with pytest.raises(ValueError, match="kind"):
+        S.walk(platform, "user", 1)
+    with pytest.raises(S.ConfigError, match="drift.item_walk"):
+        S.DriftConfig(item_walk=-0.1)
+
+
+def test_item_walk_steps_are_iid_standard_normal():
+    """W_i(d) − W_i(d−1) ~ N(0, 1) i.i.d. over items and days: mean, variance and lag-1
+    correlation of the steps within 4 standard errors (fails ~1e-4 of seeds)."""
+    config = dataclasses.replace(SMOKE, world=WorldConfig(n_users=20, n_items=4000, dim=4))
+    platform = _platform(config)
+    walks = np.stack([np.asarray(S.walk(platform, "item", d), np.float64) for d in range(6)])
+    steps = np.diff(walks, axis=0)                                           # [5, 4000]
+    n = steps.size
+    assert abs(steps.mean()) <= 4 / math.sqrt(n)
+    assert abs(steps.var(ddof=1) - 1.0) <= 4 * math.sqrt(2.0 / (n - 1))
+    lag = np.mean(steps[1:] * steps[:-1])                                    # E[ξ_t ξ_{t+1}] = 0
+    assert abs(lag) <= 4 / math.sqrt(steps[1:].size)
+    # persistence: W(d) keeps W(d−1) exactly, so Var W(d) = d
+    np.testing.assert_allclose(walks[1:], np.cumsum(steps, axis=0) + walks[:1], rtol=0, atol=1e-5)
+    assert abs(walks[5].var() - 5.0) <= 4 * 5.0 * math.sqrt(2.0 / walks.shape[1])
+
+
+def test_difference_moments_match_a_direct_computation():
+    rng = np.random.default_rng(0)
+    n, k = 203, 6
+    viewed = np.arange(k)[None, :] < rng.integers(1, k + 1, n)[:, None]
+    rewards = viewed & (rng.random((n, k)) < 0.3)
+    e0 = np.where(viewed, rng.uniform(0.001, 0.9, (n, k)), 0.0).astype(np.float32)
+    targets = {"a": rng.uniform(0, 1, (n, k)).astype(np.float32), "b": rng.uniform(0, 0.2, (n, k)).astype(np.float32)}
+    m = np.array([1.0, 5.0, math.inf])
+    out = regimes.difference_moments(rewards, e0, targets, viewed, m, block=17)
+    for name, e in targets.items():
+        weight = np.where(viewed, 1.0 / np.where(viewed, e0, 1.0), 0.0)
+        for i, mv in enumerate(m):
+            clipped = np.minimum(mv, weight) * rewards
+            delta = (clipped * (e - e0)).sum(axis=1)
+            assert out[name][0][i] == pytest.approx(delta.mean(), rel=1e-5, abs=1e-7)
+            assert out[name][1][i] == pytest.approx(delta.std(ddof=1) / math.sqrt(n), rel=1e-4)
+
+
+def _pl_policy(scores: np.ndarray, candidates: np.ndarray, temperature: float, k: int) -> feed.Policy:
+    return feed.Policy(feed.FixedCandidates(jnp.asarray(candidates, jnp.int32), scores.shape[1]),
+                       feed.PlackettLuce(feed.from_table(scores), jnp.float32(temperature)), k)
+
+
+def test_placement_is_unbiased_for_the_enumerated_plackett_luce_probabilities():
+    """P(a at rank 1) = w_a / Σw and P(a at rank 2) = Σ_{b≠a} (w_b / Σw) · w_a / (Σw − w_b), by
+    enumeration; each sample of the estimator lies in [0, 1], so 4 SE <= 2 / sqrt(n)."""
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(3, 7)).astype(np.float32)
+    candidates = np.array([[0, 2, 4, 6], [1, 2, 3, 5], [6, 5, 4, 3]])
+    policy = _pl_policy(scores, candidates, 0.7, 2)
+    n = 20_000
+    estimate = np.asarray(regimes.placement(jax.random.key(3), policy, 3, n))               # [3, 4, 2]
+    for x in range(3):
+        w = np.exp(scores[x, candidates[x]].astype(np.float64) / np.float32(0.7))
+        first = w / w.sum()
+        second = np.array([sum(first[b] * w[a] / (w.sum() - w[b]) for b in range(4) if b != a) for a in range(4)])
+        np.testing.assert_allclose(estimate[x, :, 0], first, rtol=1e-3)   # rank 1: exact up to float32 sums
+        assert np.all(np.abs(estimate[x, :, 1] - second) <= 2 / math.sqrt(n))
+    view = feed.Exponential(jnp.float32(0.6))
+    table = np.asarray(regimes.exposure_table(policy, view, 3, regimes.placement(jax.random.key(4), policy, 3, n)))
+    survival = np.asarray(feed.view_probability(view, 2), np.float64)
+    reference = np.asarray(feed.exposure(jax.random.key(5), policy, view, np.arange(3), num_samples=4000).mean)
+    assert np.all(table[np.arange(3)[:, None], candidates] > 0)
+    assert np.abs(table - reference).max() <= 2 * (survival.sum() / math.sqrt(n) + survival.sum() / math.sqrt(4000))
+    with pytest.raises(ValueError, match="Plackett"):
+        regimes.placement(jax.random.key(0), dataclasses.replace(policy, ranker=feed.Sort(policy.ranker.scores)), 3, 2)
+
+
+def test_table_value_is_the_online_value_of_an_exact_policy():
+    rng = np.random.default_rng(2)
+    x, a = 6, 9
+    quality = tuple(feed.from_table(rng.uniform(0, 0.5, (x, a)).astype(np.float32)) for _ in range(2))
+    scenario = feed.Scenario(feed.ScrollBudget(jnp.float32(1.4)), quality, jnp.asarray(rng.dirichlet(np.ones(x)),
+                                                                                         jnp.float32), ("s", "t"))
+    policy = feed.Policy(feed.all_items(a), feed.EpsilonGreedy(feed.Sort(feed.from_table(
+        rng.normal(size=(x, a)).astype(np.float32))), jnp.float32(0.3)), 5)
+    table = regimes.exposure_table(policy, scenario.view, x)
+    np.testing.assert_allclose(regimes.table_value(scenario, table), feed.online_value(None, scenario, policy).mean,
+                               rtol=1e-5)
+
+
+def _verdict_frame(values: dict) -> pd.DataFrame:
+    rows = []
+    for estimator, rs in values.items():
+        rows += [{"map": "drift", "x": 0.0, "y": 0.1, "replication": i, "signal": "watch", "estimator": estimator,
+                  "r": r} for i, r in enumerate(rs)]
+    return pd.DataFrame(rows)
+
+
+def test_correlation_verdicts_need_two_standard_errors():
+    strong = {"dcg_pbm_q": [0.9, 0.8, 0.85], "ndcg_skip": [-0.5, -0.6, -0.4], "dcg_log_c": [0.88, 0.81, 0.86],
+              "dcg_log_q": [0.9, 0.8, 0.8], "dcg_pbm_c": [0.9, 0.8, 0.8], "ndcg_zero": [0.1, 0.2, 0.0]}
+    out = regimes.verdicts(_verdict_frame(strong))
+    a, b, c = (out[name].iloc[0] for name in "abc")
+    assert a.verdict == "holds" and a.value == pytest.approx(0.85)
+    assert b.verdict == "holds" and bool(b["nDCG opposite sign"])
+    assert c.verdict == "tie"                         # +0.0 ± 0.01: no difference beyond 2 SE
+    weak = dict(strong, dcg_pbm_q=[0.1, -0.1, 0.05], dcg_log_c=[0.9, 0.85, 0.88])
+    out = regimes.verdicts(_verdict_frame(weak))
+    assert out["a"].iloc[0].verdict == "fails" and out["c"].iloc[0].verdict == "fails"
+    single = {k: v[:1] for k, v in strong.items()}    # one replication: no SE, no verdict
+    assert set(regimes.verdicts(_verdict_frame(single))["a"].verdict) == {"unclear"}
+
+
+def test_detection_rates_and_verdict_d_on_hand_made_settings():
+    config = regimes.RegimesConfig(m=(1.0, 8.0, math.inf))
+    rows = []
+    for i in range(40):                               # improving: m = 8 detects 30, m = ∞ 10, m = 1 none
+        for m, hit in ((1.0, False), (8.0, i < 30), (math.inf, i < 10)):
+            rows.append({"map": "exploration", "x": 0.05, "y": 1e4, "replication": 0, "day": i, "signal": "watch",
+                         "target": "rt", "m": m, "improving": True, "harmful": False, "detected": hit,
+                         "delta": 1.0 if hit else -0.1})
+    for i in range(40):                               # harmful: one false positive at m = 8
+        for m in (1.0, 8.0, math.inf):
+            rows.append({"map": "exploration", "x": 0.05, "y": 1e4, "replication": 0, "day": i, "signal": "watch",
+                         "target": "oracle@8", "m": m, "improving": False, "harmful": True,
+                         "detected": m == 8.0 and i == 0, "delta": -1.0})
+    frame = pd.DataFrame(rows)
+    rates = regimes.detection(config, frame).set_index("m")
+    assert rates.TPR.to_dict() == {1.0: 0.0, 8.0: 0.75, math.inf: 0.25}
+    assert rates.FPR.loc[8.0] == pytest.approx(1 / 40) and rates.TPR_low.loc[8.0] < 0.75 < rates.TPR_high.loc[8.0]
+    assert rates.sign_agreement.loc[8.0] == 0.75
+    (row,) = regimes.verdict_d(frame, rates.reset_index()).itertuples()
+    assert row._6 == 8.0 and row.verdict == "holds"   # best m = 8, gain 0.5 over ∞ (SE ~0.08)
+    no_gain = frame.assign(detected=np.where(frame.improving, frame.day < 30, False))
+    rates = regimes.detection(config, no_gain)
+    assert regimes.verdict_d(no_gain, rates).verdict.iloc[0] == "partly"      # m = ∞ detects as many
+
+
+def test_generator_shift_zero_is_g_and_one_is_the_targets_top_n():
+    platform = _platform()
+    n_users, n_items, n = platform.world.n_users, platform.world.n_items, 30
+    rng = np.random.default_rng(1)
+    retrieval = rng.normal(size=(n_users, n_items)).astype(np.float32)
+    g = feed.top_k_candidates(feed.from_table(retrieval), n, n_users)
+    config = dataclasses.replace(SMOKE, level1=dataclasses.replace(SMOKE.level1, candidates=n, feed_length=10))
+    platform = dataclasses.replace(platform, config=config, candidates={"level1": g})
+    target = feed.from_table(rng.normal(size=(n_users, n_items)).astype(np.float32))
+    assert regimes.shifted_generator(platform, target, 0.0) is g
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(S, "retrieval_scores", lambda _: feed.from_table(retrieval))
+        own = np.asarray(regimes.shifted_generator(platform, target, 1.0).items)
+    expected = np.argsort(-np.asarray(target.params), axis=1, kind="stable")[:, :n]
+    assert all(set(a) == set(b) for a, b in zip(own, expected))
+
+
+def test_config_validation_and_cells():
+    for change in ({"maps": ("nowhere",)}, {"epsilons": (0.1, 1.5)}, {"temperatures": (0.0,)},
+                   {"sessions": (1,)}, {"replications": 0}, {"m": (0.5,)}, {"paper_sessions": 1},
+                   {"improving": (S.NoisyOracle(1.0),)}, {"confidence": 1.0}):
+        with pytest.raises(runner.ConfigError):
+            dataclasses.replace(regimes.PRESETS["default"], **change)
+    config = regimes.PRESETS["default"]
+    cells = regimes.cells(config)
+    grid = sum(len(regimes.grid(config, name)[0]) * len(regimes.grid(config, name)[1]) for name in config.maps)
+    assert len(cells) == grid * config.replications + config.paper_replications
+    paper = [c for c in cells if c["map"] == regimes.PAPER]
+    assert paper and all(c["x"] >= 1e6 for c in paper)
+    dials = regimes.cell_dials(config, {"map": "plackett_luce", "x": 1.0, "y": 0.3, "replication": 0})
+    assert dials.temperature == 1.0 and dials.item_walk == 0.3 and dials.epsilon == config.dials.epsilon
+    assert regimes.cell_dials(config, paper[0]).log_sessions == config.paper_sessions
+    scenario = regimes.regime_config(config.scenario, dataclasses.replace(config.dials, session_share=0.25))
+    assert scenario.drift.session ** 2 + scenario.drift.engagement ** 2 == pytest.approx(config.dials.global_drift ** 2)
+    assert scenario.drift.session ** 2 == pytest.approx(0.25 * config.dials.global_drift ** 2)
+
+
+def test_every_config_field_is_documented():
+    assert all(meaning for name, _, _, meaning in runner.config_help(regimes.PRESETS["default"])
+               if not name.startswith("scenario.world."))
+
+
+def test_no_module_level_state():
+    assert not [name for name, value in vars(regimes).items() if hasattr(value, "cache_info")]
+    source = inspect.getsource(regimes)
+    for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
+        assert banned not in source, banned
+
+
+# ---- a tiny run end to end ---------------------------------------------------------------------------
+
+TINY = regimes.RegimesConfig(
+    scenario=dataclasses.replace(SMOKE, world=WorldConfig(n_users=120, n_items=90, dim=4, affinity_scale=3.5,
+                                                          popularity_exponent=0.3, offset=-4.0),
+                                 level1=S.LevelConfig(candidates=30, feed_length=15), days=3,
+                                 rankers=dataclasses.replace(SMOKE.rankers, r0_pairs=2000, rt_pairs=4000)),
+    dials=regimes.Dials(log_sessions=400), maps=("generator",), generator_shifts=(0.0, 1.0), epsilons=(0.1,),
+    replications=2, paper_sessions=400, paper_days=3, m=(1.0, 16.0, math.inf), exposure_samples=8)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("regimes") / "tiny"
+    summary = runner.run(regimes.STUDY, TINY, seed=0, out=out, preset="tiny", progress=False)
+    return out, summary
+
+
+def test_tiny_run_writes_the_declared_columns_tables_and_figures(tiny_run):
+    out, summary = tiny_run
+    assert summary.cells_total == 2 * 2 + 1
+    records = pd.read_csv(out / "records.csv", keep_default_na=False,
+                          na_values={"m": [""], "value": [""], "x": [""], "y": [""]})
+    assert list(records.columns) == list(regimes.COLUMNS)
+    assert set(records["map"]) == {"generator", regimes.PAPER}
+    assert set(records.quantity) >= {"online", "delta", "delta_se", "lost", "max_weight", *regimes.CORRELATED}
+    lost = records[(records.quantity == "lost") & (records.target == "rt")]
+    assert (lost[lost.x == 0.0].value == 0).all() and (lost[lost.x == 1.0].value > 0).any()   # G′ = G: full support
+    for name in ("a", "b", "c", "d"):
+        table = pd.read_csv(out / f"table_verdict_{name}.csv")
+        assert set(table.verdict) <= {"holds", "fails", "tie", "unclear", "partly"}
+        assert (out / f"fig_verdict_{name}.png").read_bytes().startswith(b"\x89PNG")
+    rates = pd.read_csv(out / "table_detection.csv")
+    for column in ("TPR", "FPR", "sign_agreement"):
+        values = rates[column].dropna()
+        assert ((values >= 0) & (values <= 1)).all()
+    assert "Verdict maps" in (out / "README.md").read_text()
