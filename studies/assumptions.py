@@ -337,7 +337,7 @@ def estimator_differences(log: feed.Log, logger: feed.Policy, targets: dict, vie
     "high": f64[M]}}, "R0": {metric: f64[M]}}}, R₀'s own estimates under "R0".
     """
     m = np.asarray(m, np.float64)
-    exposures, tables, position = sensitivity._logged_exposures(log, {"R0": logger, **targets}, view)
+    exposures, tables, position = sensitivity.logged_exposures_by_policy(log, {"R0": logger, **targets}, view)
     logging_exposure = exposures["R0"]
     K = logger.feed_length
     discount = feed.view_probability(view, K)

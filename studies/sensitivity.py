@@ -147,7 +147,7 @@ PRESETS = {
 
 # ---- per-setting computations (pure functions of a scenario, a log and policies) ------------------
 
-def _logged_exposures(log: feed.Log, policies: dict, view):
+def logged_exposures_by_policy(log: feed.Log, policies: dict, view):
     """(ε of each policy's logged items {name: f32[N, K]} (`ope.logged_exposures`), its exposure
     tables over the log's distinct contexts {name: f32[B, A]}, each session's row i64[N] in them)."""
     contexts, position = np.unique(np.asarray(log.users), return_inverse=True)
@@ -179,7 +179,7 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
     exposure per session on items R₀ never exposes (Asm. 5); "max_weight": max 1/ε₀ over viewed items.
     """
     m = np.asarray(m, np.float64)
-    exposures, tables, position = _logged_exposures(log, {"R0": logger, **targets}, view)
+    exposures, tables, position = logged_exposures_by_policy(log, {"R0": logger, **targets}, view)
     logging_exposure = exposures.pop("R0")
     lost = {name: float(np.mean(np.asarray(ope.support_loss(tables["R0"], tables[name]))[position]))
             for name in targets}
@@ -219,7 +219,7 @@ def target_values(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *,
     `independent_aa` needs of the second log): {signal: {name: {metric: {"value", "value_se":
     f64[M]}}}}, equal to those entries of `offline_differences`."""
     m = np.asarray(m, np.float64)
-    exposures, _, _ = _logged_exposures(log, {"R0": logger, **targets}, view)
+    exposures, _, _ = logged_exposures_by_policy(log, {"R0": logger, **targets}, view)
     logging_exposure = exposures.pop("R0")
     discount = feed.view_probability(view, logger.feed_length)
     out = {}

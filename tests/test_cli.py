@@ -14,7 +14,8 @@ from simrec import cli
 from tests.test_runner import CALLS, TOY
 
 OWN_STUDIES = {"correlation", "sensitivity", "unbiasedness", "counterexample", "opt_adg",
-               "valid_vs_test", "disagreement", "protocols", "fold_in", "coat"}
+               "valid_vs_test", "disagreement", "protocols", "fold_in", "coat", "regimes", "assumptions",
+               "position_bias", "open_bandit"}
 
 
 def _entry(name: str, value: str, group: str) -> metadata.EntryPoint:

@@ -14,6 +14,8 @@ from simrec.feed.policies import (ContextTables, EpsilonGreedy, Exposure, FixedC
                                   exposure_of, from_table, is_deterministic, is_exact, num_items,
                                   sample_candidates, sample_ranking, top_k_candidates)
 from simrec.feed.sessions import Log, Scenario, concatenate, depth, satiated_quality, session_chunks, simulate
+from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve_view_model, harvesting_counts,
+                                      harvesting_curve, randomisation_curve, randomised_top, regression_em)
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
                                depth_from_uniform, fit_view_model, position_model, sample_depth, view_probability)
 
@@ -27,4 +29,6 @@ __all__ = [
     "ContextTables", "context_tables",
     "Scenario", "Log", "simulate", "session_chunks", "satiated_quality", "concatenate", "depth",
     "OnlineValue", "ABTest", "online_value", "ab_test",
+    "ClickLog", "CurveEstimate", "click_log", "randomised_top", "randomisation_curve", "regression_em",
+    "harvesting_counts", "harvesting_curve", "curve_view_model",
 ]
