@@ -9,6 +9,7 @@ one line naming the problem and the valid choices and exit with status 2, withou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import json
@@ -20,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from simrec.config import ConfigError, config_fields, config_help, with_overrides
+from simrec.executor import ExecutorError, open_executor, parse_executor
 from simrec.output import OutputError, write_results_index
 from simrec.runner import MAX_SEED, RecordError, RunInterrupted, SetupMemo, default_cache_dir, run
 
@@ -73,6 +75,16 @@ def _seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"--seed expects an integer in [0, {MAX_SEED}], got {text!r}") from None
     if not 0 <= value <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"--seed expects an integer in [0, {MAX_SEED}], got {text}")
+    return value
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers expects a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--workers expects a positive integer, got {text}")
     return value
 
 
@@ -151,6 +163,25 @@ def cmd_run(args) -> int:
     for name in names:                      # validate everything before computing anything
         study = load_study(name)
         plans.append((study, _config(study, args.preset, sets)))
+    with _executor(args) as executor:
+        wrote_results = _run_plans(args, plans, sets, executor)
+    if wrote_results:                       # the committed default: keep results/README.md current
+        write_results_index(RESULTS)
+    return 0
+
+
+@contextlib.contextmanager
+def _executor(args):
+    """The executor of ``--executor``/``--workers`` (validated before any cell), closed at the end."""
+    executor = open_executor(parse_executor(args.executor, args.workers))
+    try:
+        yield executor
+    finally:
+        executor.close()
+
+
+def _run_plans(args, plans, sets, executor) -> bool:
+    """Run each (study, config); whether any run wrote into results/."""
     memo = SetupMemo()
     wrote_results = False
     for study, config in plans:
@@ -161,12 +192,10 @@ def cmd_run(args) -> int:
         # a run written into results/ (the default, or e.g. --out results/STUDY_paper) is indexed
         wrote_results |= out.resolve().parent == RESULTS.resolve()
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
-                      progress=not args.quiet, memo=memo, notes=_data_notes())
+                      progress=not args.quiet, memo=memo, notes=_data_notes(), executor=executor)
         print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "
               f"cached, {summary.wall_time_s:.1f}s -> {summary.out}")
-    if wrote_results:                       # the committed default: keep results/README.md current
-        write_results_index(RESULTS)
-    return 0
+    return wrote_results
 
 
 def _expand_values(values: list[str], limit: float | None = None) -> list[str]:
@@ -219,11 +248,6 @@ def cmd_sweep(args) -> int:
     once over all values together (OUT/FIELD=all/), so that it can compute every setting in one
     vectorised pass; the per-value runs then read their cells from the cache.
     """
-    import typing
-
-    import pandas as pd
-
-    from simrec.runner import atomic_write_text, write_table
     _set_data_dir(args)
     study = load_study(args.study)
     sets = _parse_sets(args.set)
@@ -242,6 +266,17 @@ def cmd_sweep(args) -> int:
     if not values:
         raise UsageError("--values needs at least one value, e.g. --values 1,2,4,inf")
     configs = [(v, with_overrides(base, {**sets, key: v})) for v in values]
+    with _executor(args) as executor:
+        return _sweep(args, study, sets, base, key, values, configs, executor)
+
+
+def _sweep(args, study, sets, base, key, values, configs, executor) -> int:
+    import typing
+
+    import pandas as pd
+
+    from simrec.runner import atomic_write_text, write_table
+    fields = config_fields(base)
     root = Path(args.out) if args.out else RUNS / study.name / f"sweep-{key}"
     # without --out, reuse the cells of the committed `simrec run STUDY` (results/.simrec-cache)
     cache = default_cache_dir(root / "x") if args.out else default_cache_dir(RESULTS / study.name)
@@ -250,14 +285,14 @@ def cmd_sweep(args) -> int:
         together = with_overrides(base, {**sets, key: ",".join(values)})
         summary = run(study, together, seed=args.seed, out=root / f"{key}=all", preset=args.preset,
                       cache_dir=cache, progress=not args.quiet, memo=memo,
-                      notes=_data_notes())
+                      notes=_data_notes(), executor=executor)
         print(f"{key}=all: {summary.cells_computed} computed, {summary.cells_cached} cached")
     combined: dict[str, list] = {}
     for value, config in configs:
         out = root / f"{key}={value}"
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
                       cache_dir=cache, progress=not args.quiet, memo=memo,
-                      notes=_data_notes())
+                      notes=_data_notes(), executor=executor)
         print(f"{key}={value}: {summary.cells_computed} computed, {summary.cells_cached} cached")
         for csv in sorted(out.glob("table*.csv")):
             frame = pd.read_csv(csv)
@@ -312,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data-dir", default=None, help=f"folder of real data sets (default ${DATA_ENV} "
                        "or ../shared/data beside the checkout)")
         p.add_argument("--quiet", action="store_true", help="no progress display")
+        p.add_argument("--executor", default="local", metavar="WHERE",
+                       help="where cells are computed: local (default, this process), dask (a local "
+                       "Dask cluster of --workers processes) or dask://HOST:PORT / tcp://HOST:PORT "
+                       "(a running Dask scheduler); needs pip install 'simrec[cluster]'")
+        p.add_argument("--workers", type=_workers, default=None, metavar="N",
+                       help="worker processes of --executor dask (default: one per core)")
 
     p_run = sub.add_parser("run", help="run a study (or all) and write its tables and figures",
                            add_help=False)
@@ -358,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n" + describe(load_study(args.study)))
             return 0
         return {"list": cmd_list, "show": cmd_show, "run": cmd_run, "sweep": cmd_sweep}[args.command](args)
-    except (UsageError, ConfigError, OutputError, RecordError) as err:
+    except (UsageError, ConfigError, OutputError, RecordError, ExecutorError) as err:
         print(f"simrec: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except RunInterrupted as stop:

@@ -25,7 +25,9 @@ The runner
   inside its own package and ``simrec`` (`module_closure`), never from hand-kept lists;
 * stages every output file in a hidden sibling folder marked incomplete and swaps the finished
   set into place, so ``manifest.json``, ``README.md``, tables, figures and ``records.csv`` always
-  belong to one run (`OutputFolder`); a lock refuses a second run into the same folder.
+  belong to one run (`OutputFolder`); a lock refuses a second run into the same folder;
+* computes the missing cells through an executor (`simrec.executor`): one after another in this
+  process by default, or on a Dask cluster, while the cache, the folder and the lock stay here.
 """
 from __future__ import annotations
 
@@ -71,7 +73,7 @@ COLUMN_TYPES = (int, float, str, bool)
 MAX_SEED = 2**32 - 1
 #: modules that cannot change a cell's value (hashing them would void every cache on each edit)
 INFRASTRUCTURE = frozenset({"simrec.runner", "simrec.cli", "simrec.__main__", "simrec.config",
-                            "simrec.output"})
+                            "simrec.output", "simrec.executor"})
 
 
 class RecordError(TypeError):
@@ -502,34 +504,39 @@ class _Computed:
     compute_s: float | None
 
 
-def _compute_cells(study: Study, config, root, cells: list[dict], base: dict, cache: Path,
-                   memo: SetupMemo | None, bar: Progress) -> _Computed:
-    """Every cell's rows, from the cache or computed (setup only when a cell is missing)."""
+def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dict, cache: Path,
+                   memo: SetupMemo | None, bar: Progress, executor) -> _Computed:
+    """Every cell's rows, from the cache or computed by ``executor`` (`simrec.executor`; setup
+    only when a cell is missing). Each computed cell is written to the cache as soon as it
+    arrives, whatever order the executor finishes them in; rows are concatenated in cell order."""
+    import jax
+    root = jax.random.key(seed)
     paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
-    rows, computed, started, seconds = [], 0, time.perf_counter(), []
+    computed, started = 0, time.perf_counter()
     try:
-        cached = [_read_cache(p, lambda data: _cell_entry(json.loads(data))) for p in paths]
-        shared, how = (None, "not needed") if all(c is not None for c in cached) else \
-            _setup(study, root, config, _digest({**base, "setup": True}), cache, memo, bar)
+        hits = [_read_cache(p, lambda data: _cell_entry(json.loads(data))) for p in paths]
+        setup_address = _digest({**base, "setup": True})
+        shared, how = (None, "not needed") if all(c is not None for c in hits) else \
+            _setup(study, root, config, setup_address, cache, memo, bar)
         setup_s = time.perf_counter() - started
         if study.setup is not None:
-            bar.phase(f"setup {how}; {sum(c is None for c in cached)} of {len(cells)} cells to compute")
-        for cell, path, hit in zip(cells, paths, cached):
-            fresh = hit is None
-            if fresh:
-                cell_started = time.perf_counter()
-                hit = (check_records(study, cell, study.compute(root, config, cell, shared)),
-                       time.perf_counter() - cell_started)
-                atomic_write_text(path, json.dumps({"cell": cell, "columns": list(study.columns),
-                                                    "rows": hit[0], "seconds": hit[1]},
-                                                   allow_nan=True))
+            bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
+        for cell, hit in zip(cells, hits):
+            if hit is not None:
+                bar.update(1, note=_canonical_json(cell)[:60], computed=False)
+        todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
+        with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
+            for i, cell_rows, cell_s in results:
+                atomic_write_text(paths[i], json.dumps({"cell": cells[i], "columns": list(study.columns),
+                                                        "rows": cell_rows, "seconds": cell_s},
+                                                       allow_nan=True))
+                hits[i] = (cell_rows, cell_s)
                 computed += 1
-            rows += hit[0]
-            seconds.append(hit[1])
-            bar.update(1, note=_canonical_json(cell)[:60], computed=fresh)
+                bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
     except KeyboardInterrupt:
         raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
-    return _Computed(rows, computed, setup_s,
+    seconds = [hit[1] for hit in hits]
+    return _Computed([row for hit in hits for row in hit[0]], computed, setup_s,
                      None if None in seconds else round(sum(seconds), 3))
 
 
@@ -561,12 +568,13 @@ def _write_report(folder: Path, records, report: Report) -> list[str]:
 
 
 def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: int, version: str,
-              wall: float, records: int, files: list[str]) -> dict:
+              wall: float, records: int, files: list[str], executor: dict) -> dict:
     import jax
     return {
         "study": study.name, "preset": preset, "seed": seed, "config": config_to_dict(config),
         "cells": {"total": cells, "computed": done.computed, "cached": cells - done.computed,
                   "compute_s": done.compute_s},
+        "executor": executor,
         "wall_time_s": round(wall, 3), "setup_s": round(done.setup_s, 3),
         "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git_commit(), "code_version": version,
@@ -594,13 +602,16 @@ def _readme(study: Study, report: Report, preset, seed: int, notes: Sequence[str
 
 def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | None = None,
         cache_dir: Path | str | None = None, progress: bool = True, memo: SetupMemo | None = None,
-        notes: Sequence[str] = ()) -> RunSummary:
+        notes: Sequence[str] = (), executor=None) -> RunSummary:
     """Set up, compute every cell of ``study`` under ``config`` (cached, resumable) and write the
     report, records and manifest into ``out`` as one finished set (`OutputFolder`).
 
     Cell and setup caches go to ``cache_dir`` (default `default_cache_dir`). Re-running with the
     same config, seed and code reads finished cells from the cache and computes only the missing
     ones. ``notes``: extra lines for the output README (e.g. where real data came from).
+    ``executor``: where missing cells are computed (`simrec.executor.Local`, the default, or a
+    `simrec.executor.DaskExecutor`); the driver keeps the cache, the output folder and its lock,
+    and the records are the same wherever cells run. The manifest records it.
     """
     seed = check_seed(seed)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(out)
@@ -611,16 +622,19 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
     version = code_version(study)
     base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": seed,
             "code": version}
+    if executor is None:
+        from simrec.executor import Local
+        executor = Local()
     with OutputFolder(out, f"{study.name}, preset {preset}, seed {seed}") as folder:
-        import jax
         bar = Progress(len(cells), study.name, enabled=progress)
-        done = _compute_cells(study, config, jax.random.key(seed), cells, base, cache, memo, bar)
+        done = _compute_cells(study, config, seed, cells, base, cache, memo, bar, executor)
         records = records_frame(study, done.rows)
         with _plot_style():
             report = study.report(config, records)
             files = _write_report(folder.staging, records, report)
         wall = time.perf_counter() - started
-        manifest = _manifest(study, config, preset, seed, done, len(cells), version, wall, len(records), files)
+        manifest = _manifest(study, config, preset, seed, done, len(cells), version, wall, len(records),
+                             files, executor.describe())
         atomic_write_text(folder.staging / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")
         atomic_write_text(folder.staging / "README.md", _readme(study, report, preset, seed, notes, files))
         folder.commit()
