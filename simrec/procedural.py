@@ -47,7 +47,7 @@ import scipy.sparse as sp
 from simrec import validate
 from simrec.feed.policies import ItemFn
 from simrec.missing import _csr_from_blocks, _observed_sizes, _rates
-from simrec.world import PRESETS, World, WorldConfig, user_blocks
+from simrec.world import World, WorldConfig, user_blocks, world_config
 
 __all__ = [
     "ProceduralWorld", "make_procedural", "user_factors", "item_factors", "item_bias",
@@ -88,12 +88,7 @@ class ProceduralWorld:
 def make_procedural(key: jax.Array, config: WorldConfig | str) -> ProceduralWorld:
     """A `ProceduralWorld` with the generator parameters of `config` (a `simrec.world.WorldConfig`
     or a name in `simrec.world.PRESETS`).  O(1) memory whatever the sizes."""
-    if isinstance(config, str):
-        if config not in PRESETS:
-            raise ValueError(f"config: unknown preset {config!r}; choose one of {sorted(PRESETS)}")
-        config = PRESETS[config]
-    if not isinstance(config, WorldConfig):
-        raise ValueError(f"config must be a WorldConfig or a preset name, got {type(config)}")
+    config = world_config(config)
     if not (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
             and key.shape == ()):
         raise ValueError("key must be a single typed PRNG key, e.g. jax.random.key(0)")

@@ -36,7 +36,7 @@ import numpy as np
 from simrec import validate
 
 __all__ = [
-    "World", "WorldConfig", "PRESETS", "PAPER_OBSERVED_POSITIVES", "make_world", "quality",
+    "World", "WorldConfig", "PRESETS", "PAPER_OBSERVED_POSITIVES", "world_config", "make_world", "quality",
     "quality_logit",
     "quality_pairs", "drift", "sample_users", "user_blocks",
 ]
@@ -128,18 +128,24 @@ class World:
                              f"dimension, got {self.user_factors.shape} and {self.item_factors.shape}")
 
 
-def make_world(key: jax.Array, config: WorldConfig | str) -> World:
-    """Draw a `World` from `config` (a `WorldConfig` or a name in `PRESETS`).
-
-    Keys: fold_in(key, 0..3) for user factors, item factors, the popularity order and the user
-    activity, so each part is reproducible on its own.
-    """
+def world_config(config: WorldConfig | str) -> WorldConfig:
+    """`config` itself, or the preset it names in `PRESETS`; anything else is refused."""
     if isinstance(config, str):
         if config not in PRESETS:
             raise ValueError(f"config: unknown preset {config!r}; choose one of {sorted(PRESETS)}")
         config = PRESETS[config]
     if not isinstance(config, WorldConfig):
         raise ValueError(f"config must be a WorldConfig or a preset name, got {type(config)}")
+    return config
+
+
+def make_world(key: jax.Array, config: WorldConfig | str) -> World:
+    """Draw a `World` from `config` (a `WorldConfig` or a name in `PRESETS`).
+
+    Keys: fold_in(key, 0..3) for user factors, item factors, the popularity order and the user
+    activity, so each part is reproducible on its own.
+    """
+    config = world_config(config)
     return _draw_world(key, config.n_users, config.n_items, config.dim,
                        jnp.float32(config.affinity_scale), jnp.float32(config.popularity_exponent),
                        jnp.float32(config.offset), jnp.float32(config.activity_scale))
