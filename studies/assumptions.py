@@ -18,6 +18,20 @@ Violations (one at a time; each dial's scenario differs from the baseline only b
 * ``cascade`` — Asm. 2, position-based examination: `feed.Cascade` around the level's view model, a
   watch ends the session with probability p, so whether rank i is viewed depends on the items above
   it; the estimators keep the position-only model (the cascade's base), as a PBM-based logger would;
+* ``context`` — Asm. 2, examination by rank only: the users split into two fixed types (type 0: even
+  user index, type 1: odd — the world draws its users i.i.d., so the split is independent of every
+  user property); type 0 scrolls deeper and type 1 shallower: each type's view model is the level's
+  with its log session-length factor moved by ±δ as the day drift moves it (`shifted_view`;
+  scroll budget a → 1 + (a − 1)e^{∓δ}). Each type's sessions are simulated in its own
+  `feed.Scenario` (same qualities, activity restricted to the type and renormalised, the type's view
+  model; ε₀ recorded under that view model), a FIXED number per type, proportional to its activity
+  mass w_t (n₀ = round(N·w₀), n₁ = N − n₀, `type_sessions`), and the logs are concatenated. The
+  estimators use one rank-only discount, the population average P(V|i) = Σ_t w_t S_t(i)
+  (`pooled_view`) — the curve a learnt pbm (`feed.fit_view_model`) converges to on the pooled log,
+  so the only error is that examination depends on the user, not a wrong average curve (exposures
+  are linear in the curve, so with types independent of the users' tastes the per-type errors
+  cancel in expectation: `MECHANISMS`). The truth is Σ_t w_t V_t, V_t the exact online value in
+  type t's scenario;
 * ``satiation`` — Asm. 3, reward independence across ranks: `feed.Scenario.satiation` β,
   q̃(i) = q(i) · Π_{j<i} (1 − β q(j));
 * ``view_log`` / ``view_exp`` — the P(V|R) of Asm. 2/4 mis-specified by the estimator: the world keeps
@@ -32,9 +46,6 @@ Violations (one at a time; each dial's scenario differs from the baseline only b
   with ε₀ = 0, which cannot occur), so they silently lose that mass; its size is recorded (``lost``,
   `ope.support_loss`). Doubly robust DCG still credits those items through its direct-method term.
 
-Context-dependent examination (a user-specific scroll depth) is not modelled: it would need a new
-view model in the feed simulator.
-
 Estimators (per signal, target and clipping m in `m`): clipped-IPS DCG and nDCG with the
 same-discount ideal (`sensitivity.offline_differences`), nDCG with the all-viewed ideal, pnDCG,
 self-normalised DCG and doubly robust DCG (`estimator_differences`; the DR reward model q̂ is each
@@ -44,7 +55,8 @@ difference Δ̄ = f̄(R_t) − f̄(R₀) with a normal CI at `confidence` and R�
 Keys: the log of replication r draws from cell_key(root, {"part": "log", "replication": r}) in every
 cell, so every dial of every assumption sees the same random stream (common random numbers), and at
 dial 0 — where the scenario, the logger and the estimator's view model are built by the same code
-with the violation parameter 0 — the log and every estimate are bit-identical to the baseline's.
+with the violation parameter 0 (the context violation splits the users only for δ > 0) — the log
+and every estimate are bit-identical to the baseline's.
 The baseline is one cell (assumption "none"); the report uses it as dial 0 of every assumption.
 """
 from __future__ import annotations
@@ -67,19 +79,20 @@ from simrec_studies import scenarios, sensitivity
 from simrec_studies.scenarios import NoisyOracle, Trained
 
 #: the violations, in the paper's order of assumptions
-ASSUMPTIONS = ("fatigue", "cascade", "satiation", "view_log", "view_exp", "support")
+ASSUMPTIONS = ("fatigue", "cascade", "context", "satiation", "view_log", "view_exp", "support")
 BASELINE = "none"
 #: what each violation breaks, for tables and figures
 LABELS = {
     "fatigue": "Asm. 1 (state across sessions): fatigue φ",
     "cascade": "Asm. 2 (examination by rank only): cascade stop p",
+    "context": "Asm. 2 (examination by rank only): two user types scroll deeper / shallower by ±δ",
     "satiation": "Asm. 3 (rewards independent across ranks): satiation β",
     "view_log": "Asm. 4 (P(V|R) mis-specified): blend λ towards 1/log2(i+1)",
     "view_exp": "Asm. 4 (P(V|R) mis-specified): blend λ towards γ^(i-1)",
     "support": "Asm. 5 (full support): share s of items the logger never shows",
 }
 #: the dial field of the config of each violation
-DIAL_FIELDS = {"fatigue": "fatigue", "cascade": "cascade", "satiation": "satiation",
+DIAL_FIELDS = {"fatigue": "fatigue", "cascade": "cascade", "context": "depth_shift", "satiation": "satiation",
                "view_log": "misspecification", "view_exp": "misspecification", "support": "unsupported"}
 METRICS = ("dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dr")
 #: estimators whose value is on the online-reward scale (their difference is compared directly)
@@ -128,6 +141,8 @@ class AssumptionsConfig:
     assumptions: tuple[str, ...] = ASSUMPTIONS                   # the violations run (names of `ASSUMPTIONS`)
     fatigue: tuple[float, ...] = (0.02, 0.05, 0.2)               # Asm. 1 dial: fatigue φ in (0, 1]
     cascade: tuple[float, ...] = (0.25, 0.5, 1.0)               # Asm. 2 dial: stop probability p after a watch
+    #: Asm. 2 dial: shift δ in (0, 3] of the two user types' log session-length factor (+δ deeper, −δ shallower)
+    depth_shift: tuple[float, ...] = (0.5, 1.0, 2.0)
     satiation: tuple[float, ...] = (0.1, 0.2, 0.4)              # Asm. 3 dial: satiation β in (0, 1]
     #: Asm. 4 dial: blend λ in (0, 1] of the estimator's view model towards the wrong family
     misspecification: tuple[float, ...] = (0.25, 0.5, 1.0)
@@ -158,8 +173,8 @@ class AssumptionsConfig:
             raise ConfigError(f"assumptions must be distinct names from {ASSUMPTIONS}, got {self.assumptions!r}")
         if self.level not in scenarios.LEVELS:
             raise ConfigError(f"level must be one of {scenarios.LEVELS}, got {self.level!r}")
-        for name in ("fatigue", "cascade", "satiation", "misspecification", "unsupported"):
-            _dials(name, getattr(self, name), 0.9 if name == "unsupported" else 1.0)
+        for name in ("fatigue", "cascade", "depth_shift", "satiation", "misspecification", "unsupported"):
+            _dials(name, getattr(self, name), {"unsupported": 0.9, "depth_shift": 3.0}.get(name, 1.0))
         if not 0 < self.exponential_gamma < 1:
             raise ConfigError(f"exponential_gamma must be in (0, 1), got {self.exponential_gamma!r}")
         for name in ("replications", "truth_arms", "round_size"):
@@ -190,7 +205,8 @@ PRESETS = {
             scenarios.PRESETS["smoke"], days=1, log_sessions=1024, ab_sessions=2, online_samples=4,
             level1=scenarios.LevelConfig(candidates=30, feed_length=15, epsilon=0.1)),
         improving=(Trained("rt"), NoisyOracle(1.0)), harmful=(NoisyOracle(8.0),),
-        fatigue=(0.3,), cascade=(0.5,), satiation=(0.3,), misspecification=(1.0,), unsupported=(0.2,),
+        fatigue=(0.3,), cascade=(0.5,), depth_shift=(2.0,), satiation=(0.3,), misspecification=(1.0,),
+        unsupported=(0.2,),
         replications=4, m=(1.0, 10.0, math.inf), truth_arms=2, round_size=128),
     "default": AssumptionsConfig(),
     "paper": AssumptionsConfig(scenario=dataclasses.replace(SCENARIO, log_sessions=32_768), replications=20),
@@ -230,6 +246,57 @@ def logging_candidates(retrieval: np.ndarray, excluded: np.ndarray, num_candidat
     return feed.top_k_candidates(feed.from_table(scores), num_candidates, retrieval.shape[0])
 
 
+def shifted_view(view: feed.ViewModel, shift: float) -> feed.ViewModel:
+    """The view model with its log session-length factor moved by `shift`, as the day drift moves it
+    (`scenarios.day`): ScrollBudget a → 1 + (a − 1)·e^{−shift}, Exponential γ → 1 − (1 − γ)·e^{−shift}
+    (shift > 0 scrolls deeper); shift 0 returns `view` itself."""
+    if shift == 0:
+        return view
+    if isinstance(view, feed.ScrollBudget):
+        return dataclasses.replace(view, exponent=jnp.float32(1.0 + (float(view.exponent) - 1.0) * math.exp(-shift)))
+    if isinstance(view, feed.Exponential):
+        return feed.Exponential(jnp.float32(1.0 - (1.0 - float(view.gamma)) * math.exp(-shift)))
+    raise ValueError(f"view must be a ScrollBudget or Exponential view model (the levels' models), got {view!r}")
+
+
+def user_types(num_users: int) -> np.ndarray:
+    """i32[U]: the context violation's user type — 0 (scrolls deeper) for an even user index, 1
+    (shallower) for an odd one; the world draws its users i.i.d., so the split is independent of them."""
+    return (np.arange(num_users) % 2).astype(np.int32)
+
+
+def context_types(scenario: feed.Scenario, shift: float) -> tuple:
+    """The two user types of the context violation: ((w_t, scenario_t), ...) for t = 0 (view model
+    `shifted_view`(+shift)) and 1 (−shift), w_t the type's share of the activity and scenario_t the
+    scenario with its activity restricted to the type's users and renormalised."""
+    activity = np.asarray(scenario.activity, np.float64)
+    types = user_types(activity.shape[0])
+    out = []
+    for t, sign in enumerate((1.0, -1.0)):
+        part = np.where(types == t, activity, 0.0)
+        out.append((float(part.sum() / activity.sum()),
+                    dataclasses.replace(scenario, view=shifted_view(scenario.view, sign * shift),
+                                        activity=jnp.asarray(part / part.sum(), jnp.float32))))
+    return tuple(out)
+
+
+def pooled_view(types: tuple, feed_length: int) -> feed.Tabulated:
+    """The population's rank-only view model P(V=1|i) = Σ_t w_t S_t(i) over `feed_length` ranks, for
+    `types` as `context_types` returns them: the survival a learnt pbm (`feed.fit_view_model`)
+    converges to on the pooled log."""
+    return feed.Tabulated(sum(jnp.float32(w) * feed.view_probability(scenario.view, feed_length)
+                              for w, scenario in types))
+
+
+def type_sessions(num_sessions: int, weights) -> tuple[int, ...]:
+    """Fixed sessions per type, proportional to the activity shares `weights` (w₀, w₁): n₀ =
+    round(N·w₀), n₁ = N − n₀ (a proportionally stratified sample of the population)."""
+    first = int(round(num_sessions * float(weights[0])))
+    if not 1 <= first < num_sessions:
+        raise ValueError(f"both user types need a session: {num_sessions} sessions with shares {tuple(weights)}")
+    return first, num_sessions - first
+
+
 @dataclass(frozen=True, eq=False)
 class Shared:
     """The run's platform (`scenarios.platform`, replication 0), its retrieval scores f32[U, A] (the
@@ -250,12 +317,14 @@ def setup(key, config: AssumptionsConfig) -> Shared:
 @dataclass(frozen=True, eq=False)
 class Setting:
     """One (assumption, dial): the platform (its config carrying the level's switches), the day's
-    scenario, R₀, the targets {label: policy} and the view model the estimators assume."""
+    scenario, R₀, the targets {label: policy}, the view model the estimators assume and, for the
+    context violation, the user types ((w_t, scenario_t), ...) that replace `scenario` (`context_types`)."""
     platform: scenarios.Platform
     scenario: feed.Scenario
     logger: feed.Policy
     targets: dict
     view: feed.ViewModel
+    types: tuple = ()
 
 
 def setting(config: AssumptionsConfig, shared: Shared, assumption: str, dial: float) -> Setting:
@@ -285,7 +354,11 @@ def setting(config: AssumptionsConfig, shared: Shared, assumption: str, dial: fl
     if assumption in ("view_log", "view_exp"):
         view = misspecified_view(scenario.view, "logarithmic" if assumption == "view_log" else "exponential", dial,
                                  level.feed_length, config.exponential_gamma)
-    return Setting(platform, scenario, logger, targets, view)
+    types = ()
+    if assumption == "context" and dial > 0:          # two user types only for δ > 0: dial 0 is the baseline
+        types = context_types(scenario, dial)
+        view = pooled_view(types, level.feed_length)
+    return Setting(platform, scenario, logger, targets, view, types)
 
 
 # ---- estimators beyond DCG and same-discount nDCG --------------------------------------------------
@@ -407,7 +480,15 @@ def truth(key, config: AssumptionsConfig, setting_: Setting) -> dict:
     i.e. `feed.online_value`; Monte Carlo over scenario.online_samples rankings per context only for
     R₀'s uniform part under a cascade or satiation, policy i drawing from fold_in(key, i)) or, with
     fatigue, the mean of `truth_arms` simulated deployments of log_sessions sessions per policy
-    (`feed.ab_test`, each arm from a fresh state)."""
+    (`feed.ab_test`, each arm from a fresh state). With user types, Σ_t w_t V_t of each type's values
+    (type t from fold_in(key, t); standard errors combined as sqrt(Σ_t w_t² se_t²))."""
+    if setting_.types:
+        parts = [truth(jax.random.fold_in(key, t), config, dataclasses.replace(setting_, scenario=sc, types=()))
+                 for t, (_, sc) in enumerate(setting_.types)]
+        weights = [w for w, _ in setting_.types]
+        return {name: (sum(w * part[name][0] for w, part in zip(weights, parts)),
+                       np.sqrt(sum((w * part[name][1]) ** 2 for w, part in zip(weights, parts))))
+                for name in parts[0]}
     policies = {"R0": setting_.logger, **setting_.targets}
     if setting_.scenario.fatigue > 0:
         arms = config.truth_arms
@@ -440,7 +521,16 @@ def log_key(root, replication: int):
 
 
 def simulate_log(root, config: AssumptionsConfig, setting_: Setting, replication: int) -> feed.Log:
-    """Replication r's log of R₀ in the setting's scenario (`feed.simulate`, exact ε₀ recorded)."""
+    """Replication r's log of R₀ in the setting's scenario (`feed.simulate`, exact ε₀ recorded). With
+    user types: `type_sessions` sessions of each type in its own scenario (type t from
+    fold_in(log key, t), its own ε₀ recorded), concatenated in type order (`feed.concatenate`)."""
+    if setting_.types:
+        counts = type_sessions(config.scenario.log_sessions, [w for w, _ in setting_.types])
+        return feed.concatenate(
+            feed.simulate(jax.random.fold_in(log_key(root, replication), t), scenario, setting_.logger, n,
+                          logging_exposure=scenarios.logging_exposure(scenario, setting_.logger),
+                          round_size=config.round_size)
+            for t, ((_, scenario), n) in enumerate(zip(setting_.types, counts)))
     exposure = scenarios.logging_exposure(setting_.scenario, setting_.logger)
     return feed.simulate(log_key(root, replication), setting_.scenario, setting_.logger,
                          config.scenario.log_sessions, logging_exposure=exposure, round_size=config.round_size)
@@ -638,6 +728,15 @@ MECHANISMS = {
     "cascade": "A watch ends the session, so the ranks below a watched item are viewed less than the "
                "position model says; the estimators keep the position model, so they credit a target for "
                "views that stop earlier online, more so for targets that put watched items on top.",
+    "context": "Examination depends on the user: one type scrolls deeper than the pooled rank curve "
+               "S̄ = Σ_t w_t S_t says, the other less, and the estimators weight every session with S̄. Per "
+               "type the IPS weight is wrong (an item a target moves from the logger's rank r₀ to rank r is "
+               "credited S̄(r)·S_t(r₀)/S̄(r₀) instead of S_t(r)), but every exposure is linear in the view "
+               "curve, so the w-weighted sum of a user's two possible errors is exactly 0: with types "
+               "independent of the users' tastes and rankings (index parity here), the errors cancel in "
+               "expectation over the users and only the imbalance of one split remains. The rank-only "
+               "estimators can be biased only through a correlation between a user's depth and what the "
+               "policies show or the user likes, which this dial leaves out.",
     "satiation": "A reward depends on the items above it; the log measures qualities in R₀'s context of "
                  "neighbours, and a target that stacks good items satiates its users more than that.",
     "view_log": "The estimator's exposures ε₀ and ε use a discount that is not the world's, so the weights "
@@ -724,6 +823,10 @@ def _assumption_text(config: AssumptionsConfig, assumption: str, errors: pd.Data
         err = errors[(errors.assumption == assumption) & (errors.dial == strongest)]
         extra = (f" At s = {strongest:g} the targets put {err.lost.mean():.3f} expected views per session on "
                  f"items the logger never shows.")
+    if assumption == "context":
+        extra = (f" At δ = {strongest:g} the deep type's scroll-budget excess a − 1 is e^(−δ) = "
+                 f"{math.exp(-strongest):.2f} times the baseline's, the shallow type's e^δ = "
+                 f"{math.exp(strongest):.2f} times (an exponential model's 1 − γ likewise).")
     return (f"**{LABELS[assumption]}** (dial 0 … {strongest:g}). {MECHANISMS[assumption]}{extra}\n"
             + "\n".join(lines))
 
@@ -773,15 +876,21 @@ def report(config: AssumptionsConfig, records: pd.DataFrame) -> Report:
         *[_assumption_text(config, assumption, errors, summary) for assumption in config.assumptions],
         "**Relation to the paper.** The paper lists the assumptions (§4) and argues (§6–7) that DCG stays "
         "useful when they are mildly violated; it does not vary one at a time. Here Asm. 2 is split into "
-        "the cascade (examination depends on the clicks above) and, with the examination hypothesis "
-        "(Asm. 4), a view model P(V|R) that the estimator gets wrong — the world itself keeps C = V·Q there. "
-        "Context-dependent examination (a per-user scroll depth) is not simulated.",
+        "the cascade (examination depends on the clicks above), context-dependent examination (two user "
+        "types with their own scroll depth, scored with the population's rank-only curve) and, with the "
+        "examination hypothesis (Asm. 4), a view model P(V|R) that the estimator gets wrong — the world "
+        "itself keeps C = V·Q there.",
         "**Caveats.** One platform, one day, one logger; the dial scales are the simulator's, not "
         "calibrated to a real platform. Sign agreement and TPR pool the targets and logs of a dial (the "
         "truth decides which targets are improving at each dial, so the counts can change with the dial). "
         "Under fatigue the truth is a simulated deployment of the same length as the log, so it carries "
-        "a Monte Carlo error (added to the bias SE). The DR reward model is a per-item rate fitted on the "
-        "same log, not a tuned model, and DR's standard error treats it as fixed: its fitting noise is "
+        "a Monte Carlo error (added to the bias SE). The context violation's two types split the users by "
+        "index parity with a fixed number of sessions per type (a proportionally stratified log: the type "
+        "shares differ from the activity shares by at most 1/(2N), and the i.i.d. standard errors are "
+        "slightly conservative); its estimators get the exact population-average curve, where a learnt "
+        "pbm would add its fitting noise (a wrong average curve is the view_log / view_exp violation). "
+        "The DR reward model is a per-item rate fitted on the same log, not a tuned model, and DR's "
+        "standard error treats it as fixed: its fitting noise is "
         "missing from the SE (on a small hand-built feed the spread of DR's difference over independent "
         "logs is up to 1.5× the reported SE at m = 1, where the direct-method term dominates), so DR's CIs, "
         "TPR/FPR and bias tests at small m are somewhat anti-conservative.",

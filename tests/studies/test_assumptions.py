@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from simrec import feed, ope, runner
+from simrec.feed.policies import table_values
 from simrec_studies import assumptions, scenarios
 
 # ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
@@ -146,6 +147,8 @@ def test_excluded_items_are_nested_and_left_out_of_the_loggers_candidates():
 def test_config_validation_names_the_field():
     for overrides, message in (({"fatigue": (0.2, 0.1)}, "fatigue must be increasing"),
                                ({"cascade": (0.0, 0.5)}, "cascade must be increasing"),
+                               ({"depth_shift": (0.5, 4.0)},
+                                r"depth_shift must be increasing distinct dial values in \(0, 3\]"),
                                ({"unsupported": (0.95,)},
                                 r"unsupported must be increasing distinct dial values in \(0, 0.9\]"),
                                ({"assumptions": ("fatigue", "gravity")}, "assumptions must be distinct names"),
@@ -175,9 +178,24 @@ def test_cells_are_the_baseline_and_every_non_zero_dial():
     assert all(c["dial"] > 0 for c in cells[1:])
 
 
-# ---- the smoke preset (reduced to the violations that add no compilation) ----------------------------
+def test_context_building_blocks_check_their_input():
+    view = feed.ScrollBudget(np.float32(1.4))
+    assert assumptions.shifted_view(view, 0.0) is view
+    assert float(assumptions.shifted_view(view, math.log(2.0)).exponent) == pytest.approx(1.2)
+    assert float(assumptions.shifted_view(feed.Exponential(np.float32(0.8)), -math.log(2.0)).gamma) == \
+        pytest.approx(0.6)
+    with pytest.raises(ValueError, match="ScrollBudget or Exponential"):
+        assumptions.shifted_view(feed.Logarithmic(), 0.5)
+    assert assumptions.type_sessions(1000, (0.4864, 0.5136)) == (486, 514)
+    with pytest.raises(ValueError, match="both user types need a session"):
+        assumptions.type_sessions(1, (0.5, 0.5))
+    assert list(assumptions.user_types(5)) == [0, 1, 0, 1, 0]
 
-SMOKE = dataclasses.replace(assumptions.PRESETS["smoke"], assumptions=("view_log", "support"), replications=3)
+
+# ---- the smoke preset (reduced to the violations that add little compilation) ------------------------
+
+SMOKE = dataclasses.replace(assumptions.PRESETS["smoke"], assumptions=("context", "view_log", "support"),
+                            replications=3)
 
 
 @pytest.fixture(scope="module")
@@ -197,24 +215,24 @@ def _records(out) -> pd.DataFrame:
 
 def test_smoke_writes_the_declared_columns_tables_and_figures(smoke_run):
     out, summary, _ = smoke_run
-    assert summary.cells_total == 3
+    assert summary.cells_total == 4
     records = _records(out)
     assert list(records.columns) == list(assumptions.COLUMNS)
-    assert set(records.assumption) == {"none", "view_log", "support"}
+    assert set(records.assumption) == {"none", "context", "view_log", "support"}
     assert set(records.metric) == {""} | set(assumptions.METRICS)
     summary_table = pd.read_csv(out / "table_summary.csv", keep_default_na=False)
     assert set(summary_table.assumption) == set(SMOKE.assumptions)
     assert len(summary_table) == len(SMOKE.assumptions) * 2 * len(assumptions.METRICS) * len(SMOKE.m)
-    assert set(summary_table.sign_below_95_at) <= {"never", "0", "1", "0.2"}
+    assert set(summary_table.sign_below_95_at) <= {"never", "0", "1", "0.2", "2"}
     errors = pd.read_csv(out / "table_errors.csv")
     for column in ("sign_agreement", "TPR", "FPR", "bias_p"):
         values = errors[column].dropna()
         assert ((values >= 0) & (values <= 1)).all(), column
     assert (errors.rmse_lift >= errors.mean_abs_bias_lift - 1e-12).all()
-    for name in ("fig_view_log", "fig_support"):
+    for name in ("fig_context", "fig_view_log", "fig_support"):
         assert (out / f"{name}.png").read_bytes().startswith(b"\x89PNG")
     text = (out / "README.md").read_text()
-    assert "No violation (dial 0)" in text and "Asm. 5" in text
+    assert "No violation (dial 0)" in text and "Asm. 5" in text and "two user types" in text
     support = records[(records.assumption == "support") & (records.replication >= 0)]
     assert (support.lost > 0).any() and (records[records.assumption == "none"].lost.dropna() == 0).all()
 
@@ -257,6 +275,76 @@ def test_dial_zero_reproduces_the_baseline_log_and_every_estimate_bit_for_bit(sm
                               np.asarray(feed.view_probability(base.view, base.logger.feed_length)))
     assert not np.array_equal(np.asarray(strong["support"].logger.generator.items),
                               np.asarray(base.logger.generator.items))
+    assert base.types == () and len(strong["context"].types) == 2
+    assert not np.array_equal(np.asarray(strong["context"].view.survival),
+                              np.asarray(feed.view_probability(base.view, base.logger.feed_length)))
+
+
+def _scroll_budget_survival(exponent: float, num_ranks: int) -> np.ndarray:
+    """P(B >= i), i = 1..K, of the power-law budget on 1..K, by plain numpy."""
+    mass = np.arange(1, num_ranks + 1, dtype=np.float64) ** -exponent
+    return np.cumsum(mass[::-1])[::-1] / mass.sum()
+
+
+def test_context_types_scroll_as_stated_and_the_truth_is_their_weighted_combination(smoke_run):
+    out, _, shared = smoke_run
+    config = assumptions.PRESETS["smoke"]
+    delta = config.depth_shift[-1]
+    base = assumptions.setting(config, shared, "none", 0.0)
+    ctx = assumptions.setting(config, shared, "context", delta)
+    K = base.logger.feed_length
+    exponent = float(base.scenario.view.exponent)
+    activity = np.asarray(base.scenario.activity, np.float64)
+    even = np.arange(activity.size) % 2 == 0
+    weights = np.array([activity[even].sum(), activity[~even].sum()]) / activity.sum()
+    curves = [_scroll_budget_survival(1 + (exponent - 1) * math.exp(-sign * delta), K) for sign in (1, -1)]
+    for t, (w, scenario) in enumerate(ctx.types):      # type 0: even users, deeper; type 1: odd, shallower
+        mask = even if t == 0 else ~even
+        assert w == pytest.approx(weights[t], rel=1e-6)
+        np.testing.assert_allclose(scenario.activity, np.where(mask, activity, 0) / activity[mask].sum(),
+                                   rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(feed.view_probability(scenario.view, K), curves[t], rtol=1e-4)
+        for q, q0 in zip(scenario.quality, base.scenario.quality, strict=True):       # the same qualities
+            assert np.array_equal(np.asarray(table_values(q)), np.asarray(table_values(q0)))
+    # the estimators' rank-only curve: the activity-weighted population average
+    np.testing.assert_allclose(ctx.view.survival, weights @ np.stack(curves), rtol=1e-4)
+    # the log: fixed sessions per type (type 0 first), each session's depth and ε₀ from its own type
+    log = assumptions.simulate_log(jax.random.key(0), config, ctx, 0)
+    n0 = int(round(config.scenario.log_sessions * weights[0]))
+    users = np.asarray(log.users)
+    assert users.shape == (config.scenario.log_sessions,)
+    assert np.all(users[:n0] % 2 == 0) and np.all(users[n0:] % 2 == 1)
+    depth = np.asarray(feed.depth(log), np.float64)
+    expected = [curve.sum() for curve in curves]                 # E[D] = Σ_i P(D >= i)
+    parts = (depth[:n0], depth[n0:])
+    ses = [part.std(ddof=1) / math.sqrt(part.size) for part in parts]
+    for t, part in enumerate(parts):
+        assert abs(part.mean() - expected[t]) <= 4 * ses[t], (t, part.mean(), expected[t], ses[t])
+    assert expected[0] > _scroll_budget_survival(exponent, K).sum() > expected[1]
+    assert parts[0].mean() - parts[1].mean() > 4 * math.hypot(*ses)          # the types do differ
+    for t, rows in enumerate((slice(0, n0), slice(n0, None))):
+        table = np.asarray(feed.exposure(None, ctx.logger, ctx.types[t][1].view, np.arange(activity.size)).mean)
+        viewed, items = np.asarray(log.viewed[rows]), np.asarray(log.items[rows])
+        rows_users = np.broadcast_to(users[rows][:, None], viewed.shape)
+        np.testing.assert_allclose(np.asarray(log.logging_exposure[rows])[viewed],
+                                   table[rows_users[viewed], items[viewed]], rtol=1e-6)
+    # the truth: Σ_x p_x Σ_a ε_{type(x)}(x, a) q(x, a), each user under its own type's view model
+    values = assumptions.truth(jax.random.key(1), config, ctx)
+    quality = np.stack([np.asarray(table_values(q), np.float64) for q in base.scenario.quality])   # [S, X, A]
+    records = _records(out).query(f"assumption == 'context' and dial == {delta} and replication == -1")
+    for name, policy in {"R0": ctx.logger, **ctx.targets}.items():
+        brute = np.zeros(len(base.scenario.signals))
+        for t, (_, scenario) in enumerate(ctx.types):
+            table = np.asarray(feed.exposure(None, policy, scenario.view, np.arange(activity.size)).mean, np.float64)
+            mask = even if t == 0 else ~even
+            brute += (table[None] * quality).sum(axis=-1)[:, mask] @ activity[mask]
+        np.testing.assert_allclose(values[name][0], brute, rtol=1e-5)
+        combination = sum(w * np.asarray(feed.online_value(None, scenario, policy).mean) for w, scenario in ctx.types)
+        np.testing.assert_allclose(values[name][0], combination, rtol=1e-6)
+        if name != "R0":        # the smoke run's truth records are these values' differences
+            got = records[records.target == name].set_index("signal").true_diff
+            np.testing.assert_allclose([got[s] for s in scenarios.SIGNALS], values[name][0] - values["R0"][0],
+                                       rtol=1e-9)
 
 
 def test_the_baseline_truth_is_the_exact_online_difference(smoke_run):
