@@ -15,18 +15,12 @@ import pytest
 from simrec import feed, ope, runner
 from simrec.feed.policies import table_values
 from simrec_studies import assumptions, scenarios
+from tests.studies.hand_feed import A, K, X, hand_feed
 
 # ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
 
-X, A, K, N = 12, 10, 6, 20_000
-RNG = np.random.default_rng(5)
-QUALITY = RNG.uniform(0.0, 0.6, (X, A)).astype(np.float32)
-ACTIVITY = RNG.dirichlet(np.ones(X)).astype(np.float32)
-SCENARIO = feed.Scenario(feed.Logarithmic(), (feed.from_table(QUALITY),), ACTIVITY, ("click",))
-LOGGER_SCORES = (QUALITY + RNG.normal(0, 0.3, (X, A))).astype(np.float32)
-LOGGER = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(LOGGER_SCORES)), 0.2), K)
-BETTER = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(QUALITY)), K)
-WORSE = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(-QUALITY)), K)
+N = 20_000
+QUALITY, ACTIVITY, SCENARIO, LOGGER_SCORES, LOGGER, BETTER, WORSE = hand_feed(5)
 M = np.array([1.0, 4.0, math.inf])
 
 

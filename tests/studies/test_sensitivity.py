@@ -17,18 +17,12 @@ from statsmodels.stats.proportion import proportion_confint
 from simrec import cli, feed, runner
 from simrec_studies import sensitivity
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
+from tests.studies.hand_feed import A, K, X, hand_feed
 
 # ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
 
-X, A, K, N = 12, 10, 6, 40_000
-RNG = np.random.default_rng(3)
-QUALITY = RNG.uniform(0.0, 0.6, (X, A)).astype(np.float32)
-ACTIVITY = RNG.dirichlet(np.ones(X)).astype(np.float32)
-SCENARIO = feed.Scenario(feed.Logarithmic(), (feed.from_table(QUALITY),), ACTIVITY, ("click",))
-LOGGER_SCORES = (QUALITY + RNG.normal(0, 0.3, (X, A))).astype(np.float32)
-LOGGER = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(LOGGER_SCORES)), 0.2), K)
-BETTER = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(QUALITY)), K)
-WORSE = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(-QUALITY)), K)
+N = 40_000
+QUALITY, ACTIVITY, SCENARIO, LOGGER_SCORES, LOGGER, BETTER, WORSE = hand_feed(3)
 M = np.array([1.0, 2.0, 8.0, math.inf])
 
 
