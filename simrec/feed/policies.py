@@ -49,7 +49,7 @@ import numpy as np
 import scipy.stats
 from jax.extend.random import threefry_2x32
 
-from simrec import validate
+from simrec import sharding, validate
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
@@ -851,7 +851,8 @@ def exposure_sample(key: jax.Array, policy: Policy, survival: jax.Array, context
 
 @functools.partial(jax.jit, static_argnames=("num_samples",))
 def _monte_carlo_block(key, policy: Policy, survival, contexts, num_samples: int):
-    return monte_carlo(key, lambda k: exposure_sample(k, policy, survival, contexts), num_samples)
+    contexts = sharding.batch(contexts)
+    return sharding.collect(monte_carlo(key, lambda k: exposure_sample(k, policy, survival, contexts), num_samples))
 
 
 def subset_weights(policy: Policy, survival) -> jax.Array:
@@ -902,7 +903,9 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
     return Exposure(jnp.concatenate(means), jnp.concatenate(errors))
 
 
-_exact_block = jax.jit(exact_exposure)
+@jax.jit
+def _exact_block(policy: Policy, survival, weights, contexts):
+    return sharding.collect(exact_exposure(policy, survival, weights, sharding.batch(contexts)))
 
 
 @jax.jit
