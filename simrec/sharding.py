@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "block_sums", "devices_summary",
+__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "block_sums", "devices_summary",
            "DistributedError", "distributed_settings", "initialize", "is_writer", "broadcast_from_writer"]
 
 #: the name of the mesh axis that the batch (sessions, contexts, trajectories, pairs) is split over
@@ -69,6 +69,16 @@ def collect(tree):
     can read a result computed on many hosts. The identity in a single process (a sharded array
     there is already readable, and replicating it would copy it to every device)."""
     return tree if jax.process_count() == 1 else replicated(tree)
+
+
+def gather(tree):
+    """Outside jit: every leaf of `tree` that spans several devices as one ordinary array on the
+    default device (through the host), so that the code downstream of a sharded function runs the
+    single-device program and gives single-device values bit for bit. The identity on one device."""
+    if num_devices() == 1:
+        return tree
+    return jax.tree.map(lambda x: jnp.asarray(np.asarray(x)) if isinstance(x, jax.Array)
+                        and len(x.sharding.device_set) > 1 else x, tree)
 
 
 def block_sums(fn: Callable, arrays, block_rows: int, num_blocks: int):

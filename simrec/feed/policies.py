@@ -898,6 +898,7 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
             mean, se = _monte_carlo_block(key, policy, survival, block, num_samples)
             means.append(mean)
             errors.append(se)
+    means, errors = sharding.gather((means, errors))
     if len(means) == 1:
         return Exposure(means[0], errors[0])
     return Exposure(jnp.concatenate(means), jnp.concatenate(errors))

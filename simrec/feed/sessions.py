@@ -230,7 +230,7 @@ def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, e
         take = min(size, num_sessions - start)
         if take < size:
             out = {name: (x[:, :take] if name == "rewards" else x[:take]) for name, x in out.items()}
-        yield out
+        yield sharding.gather(out)
 
 
 def simulate(key: jax.Array, scenario: Scenario, policy: Policy, num_sessions: int, *, day: int = 0,
