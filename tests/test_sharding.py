@@ -102,6 +102,18 @@ def test_helpers_are_the_identity_on_one_device():
     assert sharding.devices_summary()["count"] == 1
 
 
+@pytest.mark.parametrize("shape", [(7,), (2, 5), (3, 4, 5), (1,), (2, 1024)])
+def test_words_by_index_are_random_words(shape):
+    """The multi-device form of `random_words` (each word from its own index, for sharding without
+    communication) gives JAX's `threefry_2x32` words bit for bit, odd sizes included."""
+    from jax.extend.random import threefry_2x32
+
+    from simrec.feed import policies
+    data = jax.random.key_data(jax.random.key(11))
+    expected = threefry_2x32(data, jax.lax.iota(jnp.uint32, int(np.prod(shape)))).reshape(shape)
+    np.testing.assert_array_equal(policies._words_by_index(data, shape), expected)
+
+
 @dataclass(frozen=True)
 class ToyConfig:
     size: int = 2

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jax.extend.random import threefry_2x32
+from jax.extend.random import threefry2x32_p, threefry_2x32
 
 from simrec import sharding, validate
 from simrec.feed.views import ViewModel, view_probability
@@ -385,7 +385,27 @@ def random_words(key: jax.Array, shape) -> jax.Array:
     if typed and str(jax.random.key_impl(key)) != "threefry2x32":
         return jax.random.bits(key, shape, jnp.uint32)
     data = jax.random.key_data(key) if typed else key
+    if sharding.num_devices() > 1:
+        return _words_by_index(data, shape)
     return threefry_2x32(data, jax.lax.iota(jnp.uint32, size)).reshape(shape)
+
+
+def _words_by_index(data: jax.Array, shape: tuple) -> jax.Array:
+    """`random_words` computed element by element from each word's flat index j, so that a
+    sharded axis needs no communication: with h = ceil(n / 2), word j < h is the first output of
+    the Threefry block of counters (j, j + h) and word j >= h the second output of (j - h, j)
+    (JAX's `threefry_2x32` layout; for odd n the counter n is 0). Both outputs are hashed and one
+    kept: twice the hashing of `threefry_2x32`, split over the devices, bit-identical words."""
+    size = math.prod(shape)
+    half = jnp.uint32((size + 1) // 2)
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    index = sum(jax.lax.broadcasted_iota(jnp.uint32, shape, d) * jnp.uint32(stride)
+                for d, stride in enumerate(strides))
+    first = index < half
+    low = jnp.where(first, index, index - half)
+    high = jnp.where(low + half < jnp.uint32(size), low + half, jnp.uint32(0))
+    out_first, out_second = threefry2x32_p.bind(data[0], data[1], low, high)
+    return jnp.where(first, out_first, out_second)
 
 
 def uniform_from_words(words: jax.Array) -> jax.Array:
