@@ -181,7 +181,7 @@ def cmd_run(args) -> int:
         plans.append((study, _config(study, args.preset, sets)))
     with _executor(args) as executor:
         wrote_results = _run_plans(args, plans, sets, executor)
-    if wrote_results and writer:                       # the committed default: keep results/README.md current
+    if wrote_results and writer:            # the committed default: keep results/README.md current
         write_results_index(RESULTS)
     return 0
 
@@ -211,7 +211,7 @@ def _run_plans(args, plans, sets, executor) -> bool:
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
                       progress=not args.quiet and writer, memo=memo,
                       notes=_data_notes(), executor=executor)
-        if summary.files:
+        if writer:
             print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "
                   f"cached, {summary.wall_time_s:.1f}s -> {summary.out}")
     return wrote_results

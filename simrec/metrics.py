@@ -134,7 +134,7 @@ def _factor_pair_counts(user, item, item_bias, pair_user, pair_item, pair_exclud
     with it (i itself included) and s_ui, all from one row s_u· = x_u Yᵀ + b computed per pair.
     pair_user, pair_item: i32[P] (P a multiple of `_PAIR_CHUNK`); pair_excluded: i32[P, L], the
     user's excluded items padded with I (dropped). The chunks are split over the devices
-    (`simrec.sharding.block_sums`). Returns (i32[P], i32[P], f32[P])."""
+    (`simrec.sharding.map_blocks`). Returns (i32[P], i32[P], f32[P])."""
     def chunk(args):
         users, items, excluded = args
         rows = user[users] @ item.T + item_bias                                     # [C, I]
@@ -143,7 +143,7 @@ def _factor_pair_counts(user, item, item_bias, pair_user, pair_item, pair_exclud
         return (jnp.sum(rows > target, axis=1, dtype=jnp.int32),
                 jnp.sum(rows == target, axis=1, dtype=jnp.int32), target[:, 0])
 
-    above, level, target = sharding.block_sums(lambda *rows: chunk(rows), (pair_user, pair_item, pair_excluded),
+    above, level, target = sharding.map_blocks(lambda *rows: chunk(rows), (pair_user, pair_item, pair_excluded),
                                                _PAIR_CHUNK, pair_user.shape[0] // _PAIR_CHUNK)
     return above.reshape(-1), level.reshape(-1), target.reshape(-1)
 

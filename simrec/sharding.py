@@ -7,7 +7,7 @@ partitions the work and inserts the collectives. Nothing is drawn per device: ev
 is a function of the key and the global index (JAX's partitionable Threefry, and simrec's own
 `random_words` counters), so a key gives the same values on 1, 2 or 8 devices. Reductions that
 would change with the device count (the estimator sweeps) sum fixed blocks of rows on whichever
-device holds them and add the block sums in block order (`block_sums`), so they are bit-identical too.
+device holds them and add the block sums in block order (`map_blocks`), so they are bit-identical too.
 
 A batch that the device count does not divide is padded by XLA (uneven shards); on one device
 every helper is the identity, so single-device results are the code's plain results.
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "block_sums", "devices_summary",
+__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "map_blocks", "devices_summary",
            "DistributedError", "distributed_settings", "initialize", "is_writer", "broadcast_from_writer"]
 
 #: the name of the mesh axis that the batch (sessions, contexts, trajectories, pairs) is split over
@@ -81,7 +81,7 @@ def gather(tree):
                         and len(x.sharding.device_set) > 1 else x, tree)
 
 
-def block_sums(fn: Callable, arrays, block_rows: int, num_blocks: int):
+def map_blocks(fn: Callable, arrays, block_rows: int, num_blocks: int):
     """Inside jit: ``fn(*block)`` for the first `num_blocks` blocks of `block_rows` rows of
     `arrays` (a tuple, each [>= num_blocks * block_rows, ...]), one block after another on
     whichever device holds it; returns the results stacked [num_blocks, ...]. With several devices

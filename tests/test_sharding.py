@@ -96,7 +96,7 @@ def test_helpers_are_the_identity_on_one_device():
     assert sharding.num_devices() == 1 and sharding.is_writer()
     assert jax.jit(lambda a: sharding.collect(sharding.replicated(sharding.batch(a))))(x) is not None
     assert sharding.gather(x) is x
-    blocks = jax.jit(lambda a: sharding.block_sums(lambda b: (jnp.sum(b), b[0]), (a,), 3, 3))(x)
+    blocks = jax.jit(lambda a: sharding.map_blocks(lambda b: (jnp.sum(b), b[0]), (a,), 3, 3))(x)
     np.testing.assert_array_equal(blocks[0], [3.0, 12.0, 21.0])
     np.testing.assert_array_equal(blocks[1], [0.0, 3.0, 6.0])
     assert sharding.devices_summary()["count"] == 1

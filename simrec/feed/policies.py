@@ -872,7 +872,8 @@ def exposure_sample(key: jax.Array, policy: Policy, survival: jax.Array, context
 @functools.partial(jax.jit, static_argnames=("num_samples",))
 def _monte_carlo_block(key, policy: Policy, survival, contexts, num_samples: int):
     contexts = sharding.batch(contexts)
-    return sharding.collect(monte_carlo(key, lambda k: exposure_sample(k, policy, survival, contexts), num_samples))
+    return sharding.collect(monte_carlo(key, lambda k: exposure_sample(k, policy, survival, contexts),
+                                        num_samples))
 
 
 def subset_weights(policy: Policy, survival) -> jax.Array:
@@ -891,7 +892,8 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
     contexts: i32[B]. Returns `Exposure` with mean and standard_error f32[B, A]. Exact (standard
     error 0, `key` unused and may be None) when `is_exact(policy)`; otherwise the mean of
     num_samples PL-Rank samples seeded by fold_in(key, sample) and the context id, so a
-    context's value does not depend on the block it is computed in. Memory: O(block_size * A).
+    context's value does not depend on the block it is computed in (nor on the devices a block's
+    contexts are split over, `simrec.sharding`). Memory: O(block_size * A).
     """
     exact = is_exact(policy)
     if not exact:

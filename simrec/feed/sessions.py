@@ -21,7 +21,8 @@ Scenario switches break the assumptions of KDD'24 on purpose:
   policy (e.g. `FixedCandidates` that leave items out), detected by `simrec.ope`.
 
 Sessions are simulated in large jitted, vmapped chunks; the same key and arguments give the
-same log.
+same log. On several devices the sessions of a chunk are split over them (`simrec.sharding`:
+every draw is a function of the key and the session's index), and the log is bit-identical.
 """
 from __future__ import annotations
 
@@ -161,7 +162,8 @@ def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, coun
     K, S = policy.feed_length, len(scenario.quality)
     cascade = isinstance(scenario.view, Cascade)
     uniform = sharding.batch(uniform_from_words(random_words(k_session, (2, size))), axis=1)
-    chance = sharding.batch(uniform_from_words(random_words(k_clicks, (S + cascade, size, K))), axis=1)  # [S (+1), n, K]
+    chance = sharding.batch(uniform_from_words(random_words(k_clicks, (S + cascade, size, K))),
+                            axis=1)                                                   # [S (+1), n, K]
     cdf = jnp.cumsum(scenario.activity)
     users = jnp.minimum(jnp.searchsorted(cdf, uniform[0] * cdf[-1], side="right"),
                         cdf.shape[0] - 1).astype(jnp.int32)
