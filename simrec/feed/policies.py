@@ -377,7 +377,9 @@ def random_words(key: jax.Array, shape) -> jax.Array:
     For a Threefry key, both 32-bit outputs of every Threefry-2x32 block are used (counter =
     word index, JAX's non-partitionable layout); JAX's default partitionable `random.bits`
     keeps one word per block, so this halves the cost of the simulator's hottest operation.
-    Other key implementations use `jax.random.bits`.
+    Other key implementations use `jax.random.bits`. With several devices the same words are
+    computed each from its own index (`_words_by_index`), so that a sharded batch axis draws its
+    words without communication.
     """
     shape = tuple(shape)
     size = math.prod(shape)
