@@ -202,7 +202,7 @@ def _sweep(rewards, logging_exposure, target_exposure, viewed, offset, m):
     computed from it while it is in cache) give the sums of (v - shift) and (v - shift)²,
     shift = the mean of the first 1024 trajectories (keeps the one-pass variance exact in
     float32), and the block sums are added in block order. The blocks are split over the devices
-    (`simrec.sharding.map_blocks`), so the result is the same on any number of them. m is padded
+    (`simrec.sharding.fold_blocks`), so the result is the same on any number of them. m is padded
     with inf to whole SIMD vectors of 8. Returns (f32[M], f32[M], bool[])."""
     n, k = viewed.shape
     num_m = m.shape[0]
@@ -229,9 +229,7 @@ def _sweep(rewards, logging_exposure, target_exposure, viewed, offset, m):
     full, tail = divmod(n, block)
     carry = (jnp.zeros(m.shape[0]), jnp.zeros(m.shape[0]), jnp.asarray(False))
     if full:
-        per_block = sharding.map_blocks(sums, arrays, block, full)
-        carry = jax.lax.fori_loop(0, full, lambda b, c: accumulate(c, jax.tree.map(lambda x: x[b], per_block)),
-                                  carry)
+        carry = sharding.fold_blocks(sums, accumulate, carry, arrays, block, full)
     if tail:
         carry = accumulate(carry, sums(*sharding.replicated(tuple(a[full * block:] for a in arrays))))
     total, squares, invalid = carry

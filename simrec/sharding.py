@@ -7,7 +7,7 @@ partitions the work and inserts the collectives. Nothing is drawn per device: ev
 is a function of the key and the global index (JAX's partitionable Threefry, and simrec's own
 `random_words` counters), so a key gives the same values on 1, 2 or 8 devices. Reductions that
 would change with the device count (the estimator sweeps) sum fixed blocks of rows on whichever
-device holds them and add the block sums in block order (`map_blocks`), so they are bit-identical too.
+device holds them and add the block sums in block order (`fold_blocks`), so they are bit-identical too.
 
 A batch that the device count does not divide is padded by XLA (uneven shards); on one device
 every helper is the identity, so single-device results are the code's plain results.
@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "map_blocks", "devices_summary",
+__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "map_blocks", "fold_blocks", "devices_summary",
            "DistributedError", "distributed_settings", "initialize", "is_writer", "broadcast_from_writer"]
 
 #: the name of the mesh axis that the batch (sessions, contexts, trajectories, pairs) is split over
@@ -94,12 +94,30 @@ def map_blocks(fn: Callable, arrays, block_rows: int, num_blocks: int):
         return jax.lax.map(lambda b: fn(*(jax.lax.dynamic_slice_in_dim(a, b * block_rows, block_rows)
                                           for a in arrays)), jnp.arange(num_blocks))
     pad = -num_blocks % devices
-    blocked = tuple(jnp.concatenate([a[:num_blocks * block_rows].reshape(num_blocks, block_rows, *a.shape[1:]),
-                                     jnp.zeros((pad, block_rows) + a.shape[1:], a.dtype)]) for a in arrays)
+
+    def blocked(a):
+        whole = a if a.shape[0] == num_blocks * block_rows else a[:num_blocks * block_rows]
+        whole = whole.reshape(num_blocks, block_rows, *a.shape[1:])
+        return jnp.concatenate([whole, jnp.zeros((pad,) + whole.shape[1:], a.dtype)]) if pad else whole
+
     spec = PartitionSpec(AXIS)
     per_device = jax.shard_map(lambda *local: jax.lax.map(lambda block: fn(*block), local), mesh=mesh(),
                                in_specs=spec, out_specs=spec, check_vma=False)
-    return jax.tree.map(lambda r: r[:num_blocks], per_device(*blocked))
+    return jax.tree.map(lambda r: r[:num_blocks], per_device(*map(blocked, arrays)))
+
+
+def fold_blocks(fn: Callable, combine: Callable, init, arrays, block_rows: int, num_blocks: int):
+    """Inside jit: ``combine(... combine(combine(init, fn(*block 0)), fn(*block 1)) ...)`` over the
+    first `num_blocks` blocks of `block_rows` rows of `arrays` (as `map_blocks`), in block order.
+    On one device block b's ``fn`` runs inside the loop (nothing is stored); on several the blocks'
+    results are computed where the blocks live (`map_blocks`) and then combined in the same order,
+    so the total is bit-identical on any number of devices."""
+    if num_devices() == 1:
+        return jax.lax.fori_loop(0, num_blocks, lambda b, carry: combine(carry, fn(*(
+            jax.lax.dynamic_slice_in_dim(a, b * block_rows, block_rows) for a in arrays))), init)
+    results = map_blocks(fn, arrays, block_rows, num_blocks)
+    return jax.lax.fori_loop(0, num_blocks, lambda b, carry: combine(carry, jax.tree.map(lambda r: r[b], results)),
+                             init)
 
 
 def devices_summary() -> dict:
