@@ -1002,8 +1002,9 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
             raise ValueError("the exposure of this stochastic ranker is a Monte Carlo estimate: pass a PRNG key")
     survival = view_probability(view, policy.feed_length)
     weights = subset_weights(policy, survival) if exact else None
-    if nodes is not None:        # the race holds [k, block, nodes, K] floats: at most 2^22 of them
-        block_size = min(block_size, max(1, 2**22 // (_num_candidates(policy.generator) * nodes * policy.feed_length)))
+    if nodes is not None:        # the race holds [k, block, nodes, K] floats: at most 2^21 (cache-sized)
+        race_floats = _num_candidates(policy.generator) * nodes * policy.feed_length
+        block_size = min(block_size, max(1, 2**21 // race_floats))
     means, errors = [], []
     for start in range(0, contexts.shape[0], block_size):
         block = jnp.asarray(contexts[start:start + block_size], jnp.int32)
