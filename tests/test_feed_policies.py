@@ -457,3 +457,18 @@ def test_policy_tables_must_agree_and_cover_the_contexts_asked_about():
         feed.context_tables(policy, 4)
     with pytest.raises(ValueError, match="retrieval table"):
         feed.top_k_candidates(feed.from_table(np.zeros((4, 5), np.float32)), 2, 6)
+
+
+@pytest.mark.parametrize("k, K, T", [(100, 10, 1.0), (100, 30, 0.3), (64, 64, 1.0)])
+def test_race_nodes_reach_float32_accuracy_on_large_rankings(k, K, T):
+    """Too large to enumerate: the trapezoid rule with `race_nodes` agrees with one of 600 nodes
+    to float32 rounding (the rule converges exponentially; enumeration checks the formula)."""
+    rng = np.random.default_rng(11)
+    X = 16
+    s = (np.log(rng.beta(2, 5, (X, k))) + rng.normal(0, 0.5, (X, k))).astype(np.float32)
+    policy = feed.Policy(feed.all_items(k), feed.PlackettLuce(feed.from_table(s), T), K)
+    survival_ = feed.view_probability(VIEW, K)
+    nodes = feed.race_nodes(policy, np.arange(X))
+    got = feed.policies._race_block(policy, survival_, jnp.arange(X), nodes)
+    fine = feed.policies._race_block(policy, survival_, jnp.arange(X), 600)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(fine), rtol=3e-6)
