@@ -358,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{line} – | – | – |")
     if sweep:
+        print("\n| what | simrec | simrec compile (s) | OBP | ratio |\n|---|---|---|---|---|")
         what = f"14-m clipped-DCG sweep, {sweep['sessions']:,} sessions (s)"
         line = f"| {what} | {sweep['seconds']:.3f} | {sweep['compile_seconds']:.1f} |"
         if obp:

@@ -21,9 +21,12 @@ Plackett–Luce. Only the ranks the session views are needed, so few draws suffi
 sessions without enough distinct draws are completed by Gumbel-top-K over the rest.
 
 `exposure` is exact when the ranker is `Sort` or `EpsilonGreedy(Sort)` (closed forms below,
-including a hypergeometric formula for `RandomSubset`) and otherwise a seeded Monte Carlo mean
-with its standard error. The Monte Carlo per-sample value for Plackett–Luce is the conditional
-placement probability of Oosterhuis (SIGIR'21, PL-Rank): given a sampled ranking σ,
+including a hypergeometric formula for `RandomSubset`), exact too for `PlackettLuce` and
+`EpsilonGreedy(PlackettLuce)` on a deterministic generator when the exponential race is cheap
+(`race_nodes`: a quadrature of the race of exponential arrival times that orders a PL ranking,
+`_race_exposure`), and otherwise a seeded Monte Carlo mean with its standard error. The Monte
+Carlo per-sample value for Plackett–Luce is the conditional placement probability of Oosterhuis
+(SIGIR'21, PL-Rank): given a sampled ranking σ,
 
     ε̂(a) = sum_{i <= min(K, pos_σ(a))} S(i) · w_a / Z_i,   w_a = exp(s_a / T),
     Z_i = sum of w over the items not in σ_1..σ_{i-1},
@@ -56,8 +59,8 @@ __all__ = [
     "ItemFn", "from_table", "item_values", "FixedCandidates", "all_items", "top_k_candidates", "TopK",
     "RandomSubset", "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
-    "exposure_sample", "exact_exposure", "subset_weights", "monte_carlo", "race_nodes", "ContextTables", "context_tables",
-    "random_words", "uniform_from_words", "lookup", "table_contexts", "check_contexts",
+    "exposure_sample", "exact_exposure", "subset_weights", "monte_carlo", "race_nodes", "ContextTables",
+    "context_tables", "random_words", "uniform_from_words", "lookup", "table_contexts", "check_contexts",
 ]
 
 
@@ -322,8 +325,9 @@ def num_items(policy: Policy) -> int:
 
 
 def is_exact(policy: Policy) -> bool:
-    """Whether `exposure` computes this policy's exposure in closed form (ranker Sort or
-    EpsilonGreedy(Sort)); otherwise it is a Monte Carlo estimate."""
+    """Whether this policy's exposure has a closed form (ranker Sort or EpsilonGreedy(Sort)), as
+    `exposure` and `online_value` compute it. A Plackett–Luce policy's exposure is exact in
+    `exposure` when `race_nodes` accepts it, and a Monte Carlo estimate otherwise."""
     return isinstance(_base_ranker(policy.ranker), Sort)
 
 
