@@ -119,7 +119,8 @@ print(json.dumps(out))
 '''
 
 
-def _world(num_users: int, num_items: int, seed: int = 0):
+def random_feed_tables(num_users: int, num_items: int, seed: int = 0):
+    """Random like and watch qualities and noisy logging scores, each f32[num_users, num_items]."""
     rng = np.random.default_rng(seed)
     like = rng.beta(1, 30, (num_users, num_items)).astype(np.float32)
     watch = rng.beta(2, 5, (num_users, num_items)).astype(np.float32)
@@ -127,7 +128,7 @@ def _world(num_users: int, num_items: int, seed: int = 0):
     return like, watch, scores
 
 
-def _timed(fn, repeats: int):
+def timed(fn, repeats: int):
     """(median seconds of `repeats` warm calls, extra seconds of the first call, last output)."""
     start = time.perf_counter()
     fn()                                                      # warm-up: compilation
@@ -150,7 +151,7 @@ def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[
     for K, share in FEEDS:
         A = max(100, K)
         n = max(1, int(num_sessions * share))
-        like, watch, scores = _world(num_users, A)
+        like, watch, scores = random_feed_tables(num_users, A)
         scenario = feed.Scenario(feed.Logarithmic(), (feed.from_table(like), feed.from_table(watch)),
                                  np.full(num_users, 1.0 / num_users, np.float32), ("like", "watch"))
         for name, ranker in (("deterministic", feed.Sort(feed.from_table(scores))),
@@ -160,7 +161,7 @@ def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[
             table = feed.exposure(jax.random.key(1), policy, scenario.view, np.arange(num_users),
                                   num_samples=64).mean.block_until_ready()
             table_s = time.perf_counter() - start
-            seconds, compile_s, log = _timed(lambda: jax.block_until_ready(
+            seconds, compile_s, log = timed(lambda: jax.block_until_ready(
                 feed.simulate(jax.random.key(2), scenario, policy, n, logging_exposure=table)), repeats)
             rows.append({"feed_length": K, "items": A, "logging": name, "sessions": n, "seconds": seconds,
                          "sessions_per_s": n / seconds, "compile_s": compile_s, "exposure_table_s": table_s})
@@ -205,18 +206,18 @@ def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: i
 
     target_table = feed.exposure(None, target, scenario.view, np.arange(num_users)).mean
     m = np.array(M_VALUES)
-    lookup_s, _, target_exposure = _timed(
+    lookup_s, _, target_exposure = timed(
         lambda: feed.exposure_of(target_table, log.users, log.items).block_until_ready(), repeats)
     rewards = log.rewards[1]
-    sweep_s, sweep_compile_s, estimate = _timed(lambda: ope.dcg_sweep(
+    sweep_s, sweep_compile_s, estimate = timed(lambda: ope.dcg_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats)
     catalogue = np.arange(reward_model.num_items, dtype=np.int32)
     direct = ope.direct_method(feed.item_values(reward_model, jax.numpy.arange(num_users), np.broadcast_to(
         catalogue, (num_users, catalogue.size))), target_table)[log.users]
     predicted = feed.item_values(reward_model, log.users, jax.numpy.maximum(log.items, 0))
-    dr_s, dr_compile_s, dr = _timed(lambda: ope.dr_sweep(
+    dr_s, dr_compile_s, dr = timed(lambda: ope.dr_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, predicted, direct, m), repeats)
-    per_trajectory_s, _, _ = _timed(lambda: ope.trajectory_dcg(
+    per_trajectory_s, _, _ = timed(lambda: ope.trajectory_dcg(
         rewards, log.logging_exposure, target_exposure, log.viewed, m).block_until_ready(), repeats)
     truth = feed.online_value(None, scenario, target).mean[1]
     n = int(log.users.shape[0])
