@@ -74,6 +74,8 @@ from pathlib import Path
 
 import numpy as np
 
+from simrec.cli import RESULTS
+from simrec.output import OutputFolder, atomic_write_text, write_figure, write_results_index, write_table
 from simrec_studies.bench_feed import M_VALUES, random_feed_tables, timed
 
 FEED_LENGTH = 10
@@ -490,7 +492,6 @@ def summary_text(fits, device_table, demo: dict, estimate, quick: bool) -> str:
 def write_results(out: Path, points, fits, device_table, demo_table, estimate, figure, manifest: dict,
                   summary: str) -> None:
     """Write every table, the figure, README.md and manifest.json into `out` as one finished set."""
-    from simrec.output import OutputFolder, atomic_write_text, write_figure, write_table
     with OutputFolder(out, "simrec bench scale") as folder:
         files = []
         for name, frame in (("table_points", points), ("table_exponents", fits), ("table_devices", device_table),
@@ -592,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
                 "command": " ".join(["simrec", "bench", "scale", *(argv if argv is not None else sys.argv[1:])])}
     write_results(Path(args.out), points, fits, device_table, demo_table, estimate,
                   loglog_figure(points, fits), manifest, summary)
+    if Path(args.out).absolute().parent == RESULTS.absolute():     # the committed run: keep the index current
+        write_results_index(RESULTS)
     print(summary)
     return 0
 
