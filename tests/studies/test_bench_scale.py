@@ -43,17 +43,19 @@ def test_loglog_fit_rejects_bad_input(work, values, message):
 def test_exponents_table_per_stage():
     work = np.array([1e4, 1e5, 1e6])
     points = pd.concat([
-        pd.DataFrame({"stage": "simulate", "work": work, "seconds": 1e-6 * work, "work_rss_mb": 200 + 1e-4 * work,
-                      "peak_rss_mb": 400 + 1e-4 * work}),
-        pd.DataFrame({"stage": "sweep", "work": work, "seconds": 1e-9 * work ** 2, "work_rss_mb": 0.5 + 0 * work,
-                      "peak_rss_mb": 300 + 0 * work})])
+        pd.DataFrame({"stage": "simulate", "work": work, "seconds": 1e-6 * work, "baseline_rss_mb": 200.0,
+                      "peak_rss_mb": 200 + 1e-3 * work, "work_mb": 1e-4 * work}),
+        pd.DataFrame({"stage": "sweep", "work": work, "seconds": 1e-9 * work ** 2, "baseline_rss_mb": 200.0,
+                      "peak_rss_mb": 300 + 0 * work, "work_mb": 0.5 + 0 * work})])
     table = bench_scale.exponents_table(points).set_index("stage")
     assert table.loc["simulate", "time_exponent"] == pytest.approx(1.0)
+    assert table.loc["simulate", "memory_exponent"] == pytest.approx(1.0)
+    assert table.loc["simulate", "work_memory_exponent"] == pytest.approx(1.0)
     assert table.loc["sweep", "time_exponent"] == pytest.approx(2.0)
-    assert table.loc["sweep", "memory_exponent"] == pytest.approx(0.0)          # floored at 1 MB
-    top = math.log10((200 + 100) / (200 + 10))                                      # between 1e5 and 1e6
-    assert table.loc["simulate", "memory_exponent_top"] == pytest.approx(top)
+    assert table.loc["sweep", "memory_exponent"] == pytest.approx(0.0)
+    assert table.loc["sweep", "work_memory_exponent"] == pytest.approx(0.0)           # floored at 1 MB
     assert table.loc["simulate", "seconds_at_max"] == pytest.approx(1.0)
+    assert table.loc["simulate", "us_per_unit_at_max"] == pytest.approx(1.0)
 
 
 def test_paper_estimate_follows_its_formula():
@@ -68,6 +70,16 @@ def test_paper_estimate_follows_its_formula():
     measured = bench_scale.paper_estimate({**demo, "users": 10_000, "sessions": 100_000}, 1.3, users=10_000,
                                           sessions=100_000)
     assert measured.iloc[0].basis == "measured" and measured.iloc[0].day_s == pytest.approx(12.0)
+    larger = bench_scale.paper_estimate({**demo, "users": 10_000, "sessions": 400_000}, 1.0, users=10_000,
+                                        sessions=100_000)
+    assert larger.iloc[0].basis.startswith("measured larger") and larger.iloc[0].day_s == pytest.approx(2.0 + 2.5)
+
+
+def test_sessions_within_inverts_the_scaling():
+    demo = {"sessions": 1000, "setup_s": 10.0, "sessions_s": 20.0}
+    assert bench_scale.sessions_within(demo, 90.0, 1.0) == pytest.approx(4000.0)
+    assert bench_scale.sessions_within(demo, 90.0, 2.0) == pytest.approx(2000.0)
+    assert bench_scale.sessions_within(demo, 5.0, 1.0) == 0.0
 
 
 def test_scaled_seconds_rejects_bad_sizes():
