@@ -126,7 +126,8 @@ print(json.dumps(out))
 '''
 
 
-def _world(num_users: int, num_items: int, seed: int = 0):
+def random_feed_tables(num_users: int, num_items: int, seed: int = 0):
+    """Random like and watch qualities and noisy logging scores, each f32[num_users, num_items]."""
     rng = np.random.default_rng(seed)
     like = rng.beta(1, 30, (num_users, num_items)).astype(np.float32)
     watch = rng.beta(2, 5, (num_users, num_items)).astype(np.float32)
@@ -134,7 +135,7 @@ def _world(num_users: int, num_items: int, seed: int = 0):
     return like, watch, scores
 
 
-def _timed(fn, repeats: int):
+def timed(fn, repeats: int):
     """(median seconds of `repeats` warm calls, extra seconds of the first call, last output)."""
     start = time.perf_counter()
     fn()                                                      # warm-up: compilation
@@ -157,7 +158,7 @@ def bench_simrec(num_sessions: int, num_users: int, repeats: int, days: int) -> 
     for K, share in FEEDS:
         A = max(100, K)
         n = max(1, int(num_sessions * share))
-        like, watch, scores = _world(num_users, A)
+        like, watch, scores = random_feed_tables(num_users, A)
         scenario = feed.Scenario(feed.Logarithmic(), (feed.from_table(like), feed.from_table(watch)),
                                  np.full(num_users, 1.0 / num_users, np.float32), ("like", "watch"))
         for name, ranker in (("deterministic", feed.Sort(feed.from_table(scores))),
@@ -165,11 +166,11 @@ def bench_simrec(num_sessions: int, num_users: int, repeats: int, days: int) -> 
             policy = feed.Policy(feed.all_items(A), ranker, K)
             key = jax.random.key(2)
             # end to end: the public call at its defaults, its logging-exposure table included
-            seconds, compile_s, log = _timed(lambda: jax.block_until_ready(
+            seconds, compile_s, log = timed(lambda: jax.block_until_ready(
                 feed.simulate(key, scenario, policy, n)), repeats)
-            table_s, _, table = _timed(lambda: jax.block_until_ready(
+            table_s, _, table = timed(lambda: jax.block_until_ready(
                 feed.logging_exposure_table(key, scenario, policy)), 1)          # compiled by the call above
-            generation_s, _, _ = _timed(lambda: jax.block_until_ready(
+            generation_s, _, _ = timed(lambda: jax.block_until_ready(
                 feed.simulate(key, scenario, policy, n, logging_exposure=table.mean)), repeats)
             exact = bool(np.all(np.asarray(table.standard_error) == 0))
             rows.append({"feed_length": K, "items": A, "logging": name, "sessions": n, "seconds": seconds,
@@ -201,7 +202,7 @@ def _bench_days(scenario, policy, name: str, n: int, days: int, repeats: int) ->
         return jax.block_until_ready([feed.simulate(jax.random.fold_in(key, d), scenario, policy, n, day=d,
                                                     logging_exposure=table) for d in range(days)])
 
-    seconds, compile_s, _ = _timed(run, repeats)
+    seconds, compile_s, _ = timed(run, repeats)
     total = days * n
     print(f"  simrec K={policy.feed_length:<5} {name:<14} {days} days x {n:,} sessions, one ε₀ table: "
           f"{seconds:7.3f}s = {total / seconds:>12,.0f}/s", flush=True)
@@ -242,18 +243,18 @@ def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: i
 
     target_table = feed.exposure(None, target, scenario.view, np.arange(num_users)).mean
     m = np.array(M_VALUES)
-    lookup_s, _, target_exposure = _timed(
+    lookup_s, _, target_exposure = timed(
         lambda: feed.exposure_of(target_table, log.users, log.items).block_until_ready(), repeats)
     rewards = log.rewards[1]
-    sweep_s, sweep_compile_s, estimate = _timed(lambda: ope.dcg_sweep(
+    sweep_s, sweep_compile_s, estimate = timed(lambda: ope.dcg_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats)
     catalogue = np.arange(reward_model.num_items, dtype=np.int32)
     direct = ope.direct_method(feed.item_values(reward_model, jax.numpy.arange(num_users), np.broadcast_to(
         catalogue, (num_users, catalogue.size))), target_table)[log.users]
     predicted = feed.item_values(reward_model, log.users, jax.numpy.maximum(log.items, 0))
-    dr_s, dr_compile_s, dr = _timed(lambda: ope.dr_sweep(
+    dr_s, dr_compile_s, dr = timed(lambda: ope.dr_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, predicted, direct, m), repeats)
-    per_trajectory_s, _, _ = _timed(lambda: ope.trajectory_dcg(
+    per_trajectory_s, _, _ = timed(lambda: ope.trajectory_dcg(
         rewards, log.logging_exposure, target_exposure, log.viewed, m).block_until_ready(), repeats)
     truth = feed.online_value(None, scenario, target).mean[1]
     n = int(log.users.shape[0])
