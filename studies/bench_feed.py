@@ -1,18 +1,25 @@
 """Benchmark ``simrec bench feed``: session simulation rate and the clipped-DCG sweep.
 
 simrec, timed after a warm-up call: every figure is the median of repeated calls on warm
-compilations, and the first call's extra time (compilation) is reported separately; the
-logging-exposure table is timed on its own since it is computed once per policy and reused
-across days. Each timed call ends with the results on the host or `block_until_ready`:
+compilations, and the first call's extra time (compilation) is reported separately. Each timed
+call ends with the results on the host or `block_until_ready`:
 
-* sessions simulated per second for feed lengths K = 10, 100, 1000 (catalogue A = max(100, K),
-  1000 users, two reward signals, a position-based model with the log discount), under a
-  deterministic (Sort) and a Plackett–Luce (T = 1) logging policy. Per call `simulate` builds
-  the policy's `context_tables` (Sort order, or the alias tables of the PL softmax) and then
-  draws sessions in jitted chunks: one Threefry word per uniform, the scroll depth first, and
-  for PL only the viewed ranks, by first appearances of alias-table draws (1.5 K draws for
-  K = 10; for K = 100 and 1000, 48 draws cover the first ~32 ranks and the sessions that scroll
-  deeper are completed by Gumbel-top-K);
+* sessions simulated per second **end to end**: the whole public call `feed.simulate(key,
+  scenario, policy, n)` at its defaults, which computes the logging-exposure table ε₀ itself
+  (`feed.logging_exposure_table`: exact in closed form for Sort; for Plackett–Luce exact by the
+  exponential race at K = 10 and a 100-sample Monte Carlo mean at K = 100 and 1000, where the
+  race would cost k · K per node), for feed lengths K = 10, 100, 1000 (catalogue A =
+  max(100, K), 1000 users, two reward signals, a position-based model with the log discount),
+  under a deterministic (Sort) and a Plackett–Luce (T = 1) logging policy; the ratios against
+  OBP use this rate. Also reported, labelled as such: the table on its own, and the
+  **generation-only** rate of `simulate` given the table. Per call `simulate` builds the
+  policy's `context_tables` (Sort order, or the alias tables of the PL softmax) and then draws
+  sessions in jitted chunks: one Threefry word per uniform, the scroll depth first, and for PL
+  only the viewed ranks, by first appearances of alias-table draws (1.5 K draws for K = 10;
+  for K = 100 and 1000, 48 draws cover the first ~32 ranks and the sessions that scroll deeper
+  are completed by Gumbel-top-K);
+* for K = 10, the intended multi-day usage, timed whole: one `logging_exposure_table` and
+  ``--days`` calls of `simulate` with ``--sessions`` sessions each, all given that table;
 * the clipped-IPS DCG sweep over 14 values of m on 10^6 logged sessions (K = 10, Plackett–Luce
   logging, a deterministic target): `simrec.ope.dcg_sweep` (estimate and standard error for every
   m in one jitted pass over blocks of trajectories, given the target exposures of the logged
@@ -50,7 +57,7 @@ satisfies obp.utils' type annotations. Without a usable environment the benchmar
 ``obp unavailable: <reason>`` and reports simrec's own numbers.
 
 Usage: ``simrec bench feed [--sessions N] [--users X] [--peer-venv PATH] [--setup-peer]
-[--obp-rounds N] [--iips-rounds N] [--repeats N] [--json PATH]``. The machine is shared: figures
+[--obp-rounds N] [--iips-rounds N] [--repeats N] [--days D] [--json PATH]``. The machine is shared: figures
 vary between runs, so compare simrec and OBP within one run.
 """
 from __future__ import annotations
@@ -119,7 +126,8 @@ print(json.dumps(out))
 '''
 
 
-def _world(num_users: int, num_items: int, seed: int = 0):
+def random_feed_tables(num_users: int, num_items: int, seed: int = 0):
+    """Random like and watch qualities and noisy logging scores, each f32[num_users, num_items]."""
     rng = np.random.default_rng(seed)
     like = rng.beta(1, 30, (num_users, num_items)).astype(np.float32)
     watch = rng.beta(2, 5, (num_users, num_items)).astype(np.float32)
@@ -127,7 +135,7 @@ def _world(num_users: int, num_items: int, seed: int = 0):
     return like, watch, scores
 
 
-def _timed(fn, repeats: int):
+def timed(fn, repeats: int):
     """(median seconds of `repeats` warm calls, extra seconds of the first call, last output)."""
     start = time.perf_counter()
     fn()                                                      # warm-up: compilation
@@ -141,35 +149,65 @@ def _timed(fn, repeats: int):
     return seconds, max(first - seconds, 0.0), out
 
 
-def bench_simrec(num_sessions: int, num_users: int, repeats: int) -> tuple[list[dict], dict, tuple | None]:
+def bench_simrec(num_sessions: int, num_users: int, repeats: int, days: int) -> tuple[list[dict], dict, tuple | None]:
     import jax
 
-    from simrec import feed, ope
+    from simrec import feed
 
     rows, sweep, peer = [], {}, None
     for K, share in FEEDS:
         A = max(100, K)
         n = max(1, int(num_sessions * share))
-        like, watch, scores = _world(num_users, A)
+        like, watch, scores = random_feed_tables(num_users, A)
         scenario = feed.Scenario(feed.Logarithmic(), (feed.from_table(like), feed.from_table(watch)),
                                  np.full(num_users, 1.0 / num_users, np.float32), ("like", "watch"))
         for name, ranker in (("deterministic", feed.Sort(feed.from_table(scores))),
                              ("plackett-luce", feed.PlackettLuce(feed.from_table(scores), 1.0))):
             policy = feed.Policy(feed.all_items(A), ranker, K)
-            start = time.perf_counter()
-            table = feed.exposure(jax.random.key(1), policy, scenario.view, np.arange(num_users),
-                                  num_samples=64).mean.block_until_ready()
-            table_s = time.perf_counter() - start
-            seconds, compile_s, log = _timed(lambda: jax.block_until_ready(
-                feed.simulate(jax.random.key(2), scenario, policy, n, logging_exposure=table)), repeats)
+            key = jax.random.key(2)
+            # end to end: the public call at its defaults, its logging-exposure table included
+            seconds, compile_s, log = timed(lambda: jax.block_until_ready(
+                feed.simulate(key, scenario, policy, n)), repeats)
+            table_s, _, table = timed(lambda: jax.block_until_ready(
+                feed.logging_exposure_table(key, scenario, policy)), 1)          # compiled by the call above
+            generation_s, _, _ = timed(lambda: jax.block_until_ready(
+                feed.simulate(key, scenario, policy, n, logging_exposure=table.mean)), repeats)
+            exact = bool(np.all(np.asarray(table.standard_error) == 0))
             rows.append({"feed_length": K, "items": A, "logging": name, "sessions": n, "seconds": seconds,
-                         "sessions_per_s": n / seconds, "compile_s": compile_s, "exposure_table_s": table_s})
-            print(f"  simrec K={K:<5} {name:<14} {n:>9,} sessions in {seconds:7.3f}s "
-                  f"= {n / seconds:>12,.0f}/s   (compile {compile_s:.2f}s; ε₀ table {table_s:.2f}s)", flush=True)
+                         "sessions_per_s": n / seconds, "compile_s": compile_s, "exposure_table_s": table_s,
+                         "exposure_exact": exact, "exposure_max_relative_se": float(np.max(
+                             np.asarray(table.standard_error) / np.maximum(np.asarray(table.mean), 1e-30))),
+                         "generation_s": generation_s, "generation_sessions_per_s": n / generation_s})
+            print(f"  simrec K={K:<5} {name:<14} {n:>9,} sessions end to end in {seconds:7.3f}s "
+                  f"= {n / seconds:>12,.0f}/s (compile {compile_s:.2f}s); ε₀ table {table_s:.3f}s "
+                  f"({'exact' if exact else 'Monte Carlo'}); generation only {n / generation_s:>12,.0f}/s", flush=True)
+            if K == 10:
+                rows.append(_bench_days(scenario, policy, name, n, days, repeats))
             if K == 10 and name == "plackett-luce":
                 sweep, peer = _bench_sweep(log, scenario, feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(
                     watch)), K), feed.from_table(0.5 * watch), num_users, max(repeats, 5))
     return rows, sweep, peer
+
+
+def _bench_days(scenario, policy, name: str, n: int, days: int, repeats: int) -> dict:
+    """`days` days of n sessions of one logger with one logging-exposure table (the intended
+    multi-day usage: the table depends only on the policy and the view model), timed whole."""
+    import jax
+
+    from simrec import feed
+
+    def run():
+        key = jax.random.key(3)
+        table = feed.logging_exposure_table(key, scenario, policy).mean
+        return jax.block_until_ready([feed.simulate(jax.random.fold_in(key, d), scenario, policy, n, day=d,
+                                                    logging_exposure=table) for d in range(days)])
+
+    seconds, compile_s, _ = timed(run, repeats)
+    total = days * n
+    print(f"  simrec K={policy.feed_length:<5} {name:<14} {days} days x {n:,} sessions, one ε₀ table: "
+          f"{seconds:7.3f}s = {total / seconds:>12,.0f}/s", flush=True)
+    return {"feed_length": policy.feed_length, "items": feed.num_items(policy), "logging": name, "days": days,
+            "sessions": total, "seconds": seconds, "sessions_per_s": total / seconds, "compile_s": compile_s}
 
 
 def _first_sessions(log, n: int):
@@ -205,18 +243,18 @@ def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: i
 
     target_table = feed.exposure(None, target, scenario.view, np.arange(num_users)).mean
     m = np.array(M_VALUES)
-    lookup_s, _, target_exposure = _timed(
+    lookup_s, _, target_exposure = timed(
         lambda: feed.exposure_of(target_table, log.users, log.items).block_until_ready(), repeats)
     rewards = log.rewards[1]
-    sweep_s, sweep_compile_s, estimate = _timed(lambda: ope.dcg_sweep(
+    sweep_s, sweep_compile_s, estimate = timed(lambda: ope.dcg_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, m), repeats)
     catalogue = np.arange(reward_model.num_items, dtype=np.int32)
     direct = ope.direct_method(feed.item_values(reward_model, jax.numpy.arange(num_users), np.broadcast_to(
         catalogue, (num_users, catalogue.size))), target_table)[log.users]
     predicted = feed.item_values(reward_model, log.users, jax.numpy.maximum(log.items, 0))
-    dr_s, dr_compile_s, dr = _timed(lambda: ope.dr_sweep(
+    dr_s, dr_compile_s, dr = timed(lambda: ope.dr_sweep(
         rewards, log.logging_exposure, target_exposure, log.viewed, predicted, direct, m), repeats)
-    per_trajectory_s, _, _ = _timed(lambda: ope.trajectory_dcg(
+    per_trajectory_s, _, _ = timed(lambda: ope.trajectory_dcg(
         rewards, log.logging_exposure, target_exposure, log.viewed, m).block_until_ready(), repeats)
     truth = feed.online_value(None, scenario, target).mean[1]
     n = int(log.users.shape[0])
@@ -281,32 +319,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iips-rounds", type=int, default=100_000,
                         help="sessions of simrec's log converted for OBP's IIPS (slates)")
     parser.add_argument("--repeats", type=int, default=2, help="warm timed calls per simulation (median)")
+    parser.add_argument("--days", type=int, default=7, help="days of --sessions sessions each in the multi-day "
+                        "rows (K = 10, one logging-exposure table)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < 2 \
-            or args.repeats < 1:
+            or args.repeats < 1 or args.days < 1:
         parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= 2, "
-                     "--repeats >= 1")
+                     "--repeats >= 1, --days >= 1")
 
     print(f"simrec bench feed: {os.cpu_count()} CPUs", flush=True)
-    rows, sweep, peer = bench_simrec(args.sessions, args.users, args.repeats)
+    rows, sweep, peer = bench_simrec(args.sessions, args.users, args.repeats, args.days)
     python, reason = _peer_python(args.peer_venv, args.setup_peer)
     obp = None
     if python:
         obp, reason = bench_obp(python, args.obp_rounds, (*peer, min(args.iips_rounds, args.sessions)))
     result = {"simrec": rows, "sweep": sweep, "obp": obp}
 
-    print("\n| what | simrec | simrec compile (s) | OBP | ratio |\n|---|---|---|---|---|")
+    print("\n| what | simrec end to end (sessions/s) | compile (s) | ε₀ table (s) | generation only (sessions/s) "
+          "| OBP (rounds/s) | ratio end to end | ratio generation only |\n|---|---|---|---|---|---|---|---|")
+    peers = (("PL, no propensities", "rounds_per_s_plain"),
+             ("per-slot softmax + pscore_item_position", "rounds_per_s_with_pscore"))
     for row in rows:
-        line = (f"| sessions/s, K={row['feed_length']}, {row['logging']} | {row['sessions_per_s']:,.0f} | "
-                f"{row['compile_s']:.1f} |")
-        if obp and row["feed_length"] == 10:
-            for label, key in (("PL, no propensities", "rounds_per_s_plain"),
-                               ("per-slot softmax + pscore_item_position", "rounds_per_s_with_pscore")):
-                print(f"{line} {obp[key]:,.0f} ({label}) | {row['sessions_per_s'] / obp[key]:,.0f}× |")
+        if "days" in row:
+            line = (f"| K={row['feed_length']}, {row['logging']}, {row['days']} days x "
+                    f"{row['sessions'] // row['days']:,} sessions, one ε₀ table | {row['sessions_per_s']:,.0f} | "
+                    f"{row['compile_s']:.1f} | (once) | – |")
+            generation = None
         else:
-            print(f"{line} – | – |")
+            line = (f"| K={row['feed_length']}, {row['logging']}, {row['sessions']:,} sessions | "
+                    f"{row['sessions_per_s']:,.0f} | {row['compile_s']:.1f} | {row['exposure_table_s']:.3f} "
+                    f"({'exact' if row['exposure_exact'] else 'Monte Carlo'}) | "
+                    f"{row['generation_sessions_per_s']:,.0f} |")
+            generation = row["generation_sessions_per_s"]
+        if obp and row["feed_length"] == 10:
+            for label, key in peers:
+                ratio = f"{generation / obp[key]:,.0f}×" if generation else "–"
+                print(f"{line} {obp[key]:,.0f} ({label}) | {row['sessions_per_s'] / obp[key]:,.0f}× | {ratio} |")
+        else:
+            print(f"{line} – | – | – |")
     if sweep:
+        print("\n| what | simrec | simrec compile (s) | OBP | ratio |\n|---|---|---|---|---|")
         what = f"14-m clipped-DCG sweep, {sweep['sessions']:,} sessions (s)"
         line = f"| {what} | {sweep['seconds']:.3f} | {sweep['compile_seconds']:.1f} |"
         if obp:
@@ -320,10 +373,14 @@ def main(argv: list[str] | None = None) -> int:
     if obp is None:
         print(f"\nobp unavailable: {reason}")
     else:
-        result["ratios"] = {
-            "generation_deterministic_vs_obp_plain": rows[0]["sessions_per_s"] / obp["rounds_per_s_plain"],
-            "generation_plackett_luce_vs_obp_plain": rows[1]["sessions_per_s"] / obp["rounds_per_s_plain"],
-            "sweep_speedup_vs_one_iips_call": float(np.median(obp["iips_seconds"])) / sweep["seconds"]}
+        plain = obp["rounds_per_s_plain"]
+        result["ratios"] = {"sweep_speedup_vs_one_iips_call": float(np.median(obp["iips_seconds"])) / sweep["seconds"]}
+        for row in rows:
+            if row["feed_length"] == 10:
+                what = f"{row['logging']}_{row['days']}_days" if "days" in row else row["logging"]
+                result["ratios"][f"end_to_end_{what}_vs_obp_plain"] = row["sessions_per_s"] / plain
+                if "days" not in row:
+                    result["ratios"][f"generation_only_{what}_vs_obp_plain"] = row["generation_sessions_per_s"] / plain
         print(f"\nOBP {obp['obp_version']} in {args.peer_venv}; its IIPS on simrec's converted log "
               f"reproduces simrec's 14 clipped-DCG estimates to a relative difference of "
               f"{obp['iips_max_relative_difference']:.1e}")

@@ -3,7 +3,7 @@ emulated devices, or as one of two `jax.distributed` processes on localhost.
 
 ``python -m tests.sharding_job [COORDINATOR PROCESSES ID]`` prints (process 0 only) one JSON line:
 the device count and process count, a SHA-256 of every array the library's sharded functions
-returned (a log with fatigue and a cascade, Monte Carlo and exact exposure tables, Factors metrics)
+returned (a log with fatigue and a cascade, exact and Monte Carlo exposure tables, Factors metrics)
 and the sweeps' estimates as hexadecimal floats, so that runs compare bit for bit.
 """
 from __future__ import annotations
@@ -44,6 +44,9 @@ def main(argv: list[str]) -> None:
     contexts = np.arange(X)
     logging_table = feed.exposure(jax.random.key(1), logger, view, contexts, num_samples=20)
     target_table = feed.exposure(None, target, view, contexts)
+    # a random candidate set + Plackett-Luce: exposures by Monte Carlo (the logger's are exact)
+    subset = feed.Policy(feed.RandomSubset(A, 12), feed.PlackettLuce(table(), jnp.float32(0.7)), K)
+    sampled = feed.exposure(jax.random.key(4), subset, view, contexts, num_samples=20)
     # 1000 sessions in chunks of 256 (rounds of 64): several chunks, the last one cut
     log = feed.simulate(jax.random.key(2), scenario, logger, 1000, logging_exposure=logging_table.mean,
                         chunk_size=256, round_size=64)
@@ -66,7 +69,8 @@ def main(argv: list[str]) -> None:
         print(json.dumps({
             "devices": jax.device_count(), "processes": jax.process_count(),
             "log": digest(log.users, log.items, log.viewed, log.rewards, log.logging_exposure),
-            "exposure": digest(logging_table.mean, logging_table.standard_error, target_table.mean),
+            "exposure": digest(logging_table.mean, logging_table.standard_error, target_table.mean,
+                               sampled.mean, sampled.standard_error),
             "metrics": digest(scores["ndcg"], scores["auc"]),
             "dcg": [float(v).hex() for v in (*dcg.value, *dcg.standard_error)],
             "dr": [float(v).hex() for v in (*dr.value, *dr.standard_error)],

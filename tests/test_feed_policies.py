@@ -90,15 +90,108 @@ def plackett_luce_enumeration(logits, K):
 
 
 def test_plackett_luce_monte_carlo_matches_enumeration():
+    """PL-Rank samples (`exposure_sample`, what `exposure` averages when the race does not apply)."""
     rng = np.random.default_rng(3)
     X, A, K, T = 3, 5, 3, 0.6
     s = rng.normal(size=(X, A)).astype(np.float32)
     want = np.stack([plackett_luce_enumeration(s[x].astype(np.float64) / T, K) for x in range(X)])
     policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(s), T), K)
-    est = feed.exposure(jax.random.key(4), policy, VIEW, jnp.arange(X), num_samples=3000)
-    z = np.abs(np.asarray(est.mean) - want) / np.maximum(np.asarray(est.standard_error), 1e-9)
+    survival_ = feed.view_probability(VIEW, K)
+    mean, se = jax.jit(lambda key: feed.policies.monte_carlo(
+        key, lambda k: feed.policies.exposure_sample(k, policy, survival_, jnp.arange(X)), 3000))(jax.random.key(4))
+    z = np.abs(np.asarray(mean) - want) / np.maximum(np.asarray(se), 1e-9)
     assert np.all(z <= 4), z.max()
-    assert np.all(est.standard_error > 0)
+    assert np.all(se > 0)
+
+
+def plackett_luce_subset_enumeration(logits, k, K):
+    """Exact exposure of PL over a uniformly random k-subset (every subset, every ranking)."""
+    A = logits.shape[0]
+    out = np.zeros(A)
+    subsets = list(itertools.combinations(range(A), k))
+    for subset in subsets:
+        out[list(subset)] += plackett_luce_enumeration(logits[list(subset)], K) / len(subsets)
+    return out
+
+
+# (generator, ranker wrapper, K, view): every generator the race accepts, ε-greedy, K = k (every
+# candidate shown), wide logit spans and another view model
+RACE_CASES = {
+    "all items": (lambda s: feed.all_items(7), 0.0, 3, 0.6, VIEW),
+    "all items, K = k, exponential": (lambda s: feed.all_items(7), 0.0, 7, 1.0, feed.Exponential(0.7)),
+    "top-k, epsilon-greedy": (lambda s: feed.TopK(feed.from_table(s[:, ::-1].copy()), 4), 0.3, 2, 1.0, VIEW),
+    "per-context sets": (lambda s: feed.FixedCandidates(np.array([[0, 2, 4, 5], [1, 2, 3, 6], [6, 5, 0, 3]],
+                                                                 np.int32), 7), 0.0, 3, 0.2, VIEW),
+}
+
+
+@pytest.mark.parametrize("case", list(RACE_CASES))
+def test_plackett_luce_exposure_is_exact_against_enumeration(case):
+    make_generator, eps, K, T, view = RACE_CASES[case]
+    rng = np.random.default_rng(7)
+    X, A = 3, 7
+    s = (2 * rng.normal(size=(X, A))).astype(np.float32)
+    generator = make_generator(s)
+    ranker = feed.PlackettLuce(feed.from_table(s), T)
+    policy = feed.Policy(generator, feed.EpsilonGreedy(ranker, eps) if eps else ranker, K)
+    assert feed.race_nodes(policy, np.arange(X)) is not None and not feed.is_exact(policy)
+    got = feed.exposure(None, policy, view, jnp.arange(X))
+    candidates = np.asarray(feed.sample_candidates(None, generator, jnp.arange(X)))
+    S = np.asarray(feed.view_probability(view, K), np.float64)
+    for x in range(X):
+        logits = s[x, candidates[x]].astype(np.float64) / T
+        w = np.exp(logits - logits.max())
+        pl = np.zeros(len(logits))
+        for perm in itertools.permutations(range(len(logits))):
+            p = np.prod([w[a] / w[list(perm[i:])].sum() for i, a in enumerate(perm)])
+            pl[list(perm[:K])] += p * S
+        want = np.zeros(A)
+        want[candidates[x]] = (1 - eps) * pl + eps * S.sum() / len(logits)
+        np.testing.assert_allclose(np.asarray(got.mean[x]), want, rtol=2e-6, atol=1e-12)   # float32 rounding
+    assert np.all(np.asarray(got.standard_error) == 0)
+
+
+def test_plackett_luce_race_resolves_tiny_exposures():
+    s = np.array([[0.0, -20.0, -30.0, -40.0, -75.0]] * 2, np.float32)
+    policy = feed.Policy(feed.all_items(5), feed.PlackettLuce(feed.from_table(s), 1.0), 3)
+    got = np.asarray(feed.exposure(None, policy, VIEW, jnp.arange(2)).mean)
+    np.testing.assert_allclose(got[0], plackett_luce_enumeration(s[0].astype(np.float64), 3), rtol=2e-6)
+
+
+def test_race_applies_only_where_it_is_exact_and_cheap():
+    rng = np.random.default_rng(8)
+    s = rng.normal(size=(2, 100)).astype(np.float32)
+    pl = feed.PlackettLuce(feed.from_table(s), 1.0)
+    assert feed.race_nodes(feed.Policy(feed.all_items(100), pl, 10), np.arange(2)) is not None
+    assert feed.race_nodes(feed.Policy(feed.RandomSubset(100, 20), pl, 10), np.arange(2)) is None
+    assert feed.race_nodes(feed.Policy(feed.all_items(100), pl, 50), np.arange(2)) is None      # k K > 4096
+    assert feed.race_nodes(feed.Policy(feed.all_items(100), feed.Sort(feed.from_table(s)), 10), np.arange(2)) is None
+    wide = s.copy()
+    wide[1, :5] += 100.0                       # top logit 60+ above the (K+1)-th of context 1
+    assert feed.race_nodes(feed.Policy(feed.all_items(100), feed.PlackettLuce(feed.from_table(wide), 1.0), 10),
+                           np.arange(2)) is None
+    with pytest.raises(ValueError, match="PRNG key"):
+        feed.exposure(None, feed.Policy(feed.RandomSubset(100, 20), pl, 10), VIEW, np.arange(2))
+
+
+def test_monte_carlo_standard_error_is_calibrated():
+    """Where Monte Carlo remains (PL on random subsets), the reported standard error matches the
+    error of the mean: over R independent tables of n samples, z = (mean - truth) / SE has
+    E[z²] = (n - 1) / (n - 3) (Student t, n - 1 degrees of freedom); the mean of the per-table
+    averages of z² must lie within 4 of its own standard errors (over the R tables) of that."""
+    rng = np.random.default_rng(9)
+    X, A, k, K, T, n, R = 2, 6, 4, 3, 0.7, 100, 60
+    s = rng.normal(size=(X, A)).astype(np.float32)
+    policy = feed.Policy(feed.RandomSubset(A, k), feed.PlackettLuce(feed.from_table(s), T), K)
+    truth = np.stack([plackett_luce_subset_enumeration(s[x].astype(np.float64) / T, k, K) for x in range(X)])
+    per_table = []
+    for r in range(R):
+        est = feed.exposure(jax.random.key(100 + r), policy, VIEW, np.arange(X), num_samples=n)
+        z = (np.asarray(est.mean, np.float64) - truth) / np.asarray(est.standard_error, np.float64)
+        per_table.append(np.mean(z ** 2))
+    per_table = np.array(per_table)
+    expected = (n - 1) / (n - 3)
+    assert abs(per_table.mean() - expected) <= 4 * per_table.std(ddof=1) / np.sqrt(R), per_table.mean()
 
 
 def test_sampled_rankings_match_enumeration():
@@ -173,7 +266,7 @@ def test_item_ids_stay_int32_above_40000():
     lambda f: feed.TopK(f, 6),
     lambda f: feed.RandomSubset(5, 6),
     lambda f: feed.from_table(np.array([[np.nan, 1.0]])),
-    lambda f: feed.exposure(None, feed.Policy(feed.all_items(5), feed.PlackettLuce(f, 1.0), 2), VIEW, [0, 1]),
+    lambda f: feed.exposure(None, feed.Policy(feed.RandomSubset(5, 3), feed.PlackettLuce(f, 1.0), 2), VIEW, [0, 1]),
     lambda f: feed.exposure(None, feed.Policy(feed.all_items(5), feed.Sort(f), 2), VIEW, [[0, 1]]),
 ])
 def test_invalid_policies_raise(make):
@@ -364,3 +457,18 @@ def test_policy_tables_must_agree_and_cover_the_contexts_asked_about():
         feed.context_tables(policy, 4)
     with pytest.raises(ValueError, match="retrieval table"):
         feed.top_k_candidates(feed.from_table(np.zeros((4, 5), np.float32)), 2, 6)
+
+
+@pytest.mark.parametrize("k, K, T", [(100, 10, 1.0), (100, 30, 0.3), (64, 64, 1.0)])
+def test_race_nodes_reach_float32_accuracy_on_large_rankings(k, K, T):
+    """Too large to enumerate: the trapezoid rule with `race_nodes` agrees with one of 600 nodes
+    to float32 rounding (the rule converges exponentially; enumeration checks the formula)."""
+    rng = np.random.default_rng(11)
+    X = 16
+    s = (np.log(rng.beta(2, 5, (X, k))) + rng.normal(0, 0.5, (X, k))).astype(np.float32)
+    policy = feed.Policy(feed.all_items(k), feed.PlackettLuce(feed.from_table(s), T), K)
+    survival_ = feed.view_probability(VIEW, K)
+    nodes = feed.race_nodes(policy, np.arange(X))
+    got = feed.policies._race_block(policy, survival_, jnp.arange(X), nodes)
+    fine = feed.policies._race_block(policy, survival_, jnp.arange(X), 600)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(fine), rtol=3e-6)

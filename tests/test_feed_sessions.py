@@ -220,3 +220,24 @@ def test_simulate_rejects_policy_tables_that_do_not_cover_the_contexts():
             feed.simulate(jax.random.key(0), scenario, sort_policy(np.zeros((rows, A), np.float32)), 10)
     with pytest.raises(ValueError, match="exposure_table"):
         next(feed.session_chunks(jax.random.key(0), scenario, sort_policy(), 10, jnp.zeros((X - 1, A))))
+
+
+@pytest.mark.parametrize("policy", [
+    sort_policy(),
+    pl_policy(),                                                                    # exact by the race
+    feed.Policy(feed.RandomSubset(A, 12), feed.PlackettLuce(feed.from_table(SCORES), 0.5), K),   # Monte Carlo
+], ids=["sort", "plackett-luce", "random-subset plackett-luce"])
+def test_default_exposure_is_the_logging_exposure_table(policy):
+    """simulate's default path records `logging_exposure_table(key, ...)`: the same log as passing
+    that table explicitly (the way to reuse it across days)."""
+    scenario = make_scenario(np.full((X, A), 0.3, np.float32), np.full((X, A), 0.6, np.float32))
+    key = jax.random.key(14)
+    table = feed.logging_exposure_table(key, scenario, policy, num_samples=20)
+    default = feed.simulate(key, scenario, policy, 2_000, num_samples=20)
+    explicit = feed.simulate(key, scenario, policy, 2_000, logging_exposure=table.mean)
+    for a, b in zip(jax.tree.leaves(default), jax.tree.leaves(explicit)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    exact = not isinstance(policy.generator, feed.RandomSubset)
+    assert np.all(np.asarray(table.standard_error) == 0) == exact
+    viewed = np.asarray(default.viewed)
+    assert np.all(np.asarray(default.logging_exposure)[viewed] > 0)

@@ -35,11 +35,11 @@ import numpy as np
 
 from simrec import sharding, validate
 from simrec.feed.policies import (ItemFn, Policy, check_contexts, context_tables, item_values, exposure, exposure_of,
-                                  num_items,
+                                  Exposure, num_items,
                                   lookup, random_words, sample_ranking, table_values, uniform_from_words)
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
-__all__ = ["Scenario", "Log", "simulate", "satiated_quality", "concatenate", "depth",
+__all__ = ["Scenario", "Log", "simulate", "logging_exposure_table", "satiated_quality", "concatenate", "depth",
            "session_chunks"]
 
 
@@ -115,7 +115,9 @@ class Log:
     users: i32[N], the context of each session. items: i32[N, K], shown items in rank order,
     -1 where not viewed. viewed: bool[N, K], ranks 1..D (a prefix). rewards: bool[S, N, K], C per
     signal (False where not viewed). day: i32[N]. logging_exposure: f32[N, K], ε₀(x, a) of each
-    viewed item (0 where not viewed). signals: static signal names.
+    viewed item (0 where not viewed; read from the table given to `simulate`, or from
+    `logging_exposure_table`, which also returns its Monte Carlo standard error when it is not
+    exact). signals: static signal names.
     """
     users: jax.Array
     items: jax.Array
@@ -235,22 +237,47 @@ def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, e
         yield sharding.gather(out)
 
 
+def logging_exposure_table(key: jax.Array, scenario: Scenario, policy: Policy, *, num_samples: int = 100) -> Exposure:
+    """The logging exposure ε₀(x, a) that `simulate(key, scenario, policy, ...)` records when it
+    is given no table: `exposure` of the policy under the scenario's view model for every context,
+    keyed by the first half of split(key), with its standard error f32[X, A].
+
+    Exact (standard error 0) for Sort and ε-greedy Sort rankers, and for Plackett–Luce rankers
+    (plain or ε-greedy) on fixed or top-k candidates whenever `race_nodes` accepts them; otherwise
+    (e.g. a RandomSubset generator with Plackett–Luce) the mean of `num_samples` PL-Rank samples,
+    whose Monte Carlo standard error is returned alongside. Compute it once and pass its `.mean`
+    as `simulate(..., logging_exposure=...)` for every day on which the policy and view model
+    stay the same. Returns `Exposure` (mean and standard_error f32[X, A]).
+    """
+    check_policy(scenario, policy)
+    return exposure(jax.random.split(key)[0], policy, scenario.view, np.arange(num_contexts(scenario)),
+                    num_samples=num_samples)
+
+
 def simulate(key: jax.Array, scenario: Scenario, policy: Policy, num_sessions: int, *, day: int = 0,
-             logging_exposure=None, num_samples: int = 1000, chunk_size: int | None = None,
+             logging_exposure=None, num_samples: int = 100, chunk_size: int | None = None,
              round_size: int = 1024) -> Log:
     """Simulate `num_sessions` sessions of `policy` in `scenario` and return their `Log`.
 
-    logging_exposure: the policy's exposure table f32[X, A] under the scenario's view model (e.g.
-    `exposure(...).mean`, reused across days); computed here (Monte Carlo with `num_samples` for
-    stochastic policies) when None. day: stamped on every session. See `session_chunks` for
-    chunk_size and round_size. Memory: O(num_sessions * K) for the log and O(X * A) for the
-    exposure table.
+    logging_exposure: the policy's exposure table f32[X, A] under the scenario's view model, the
+    ε₀ recorded for every viewed item. When None it is computed here as
+    `logging_exposure_table(key, scenario, policy, num_samples=num_samples).mean`: exact for
+    Sort, ε-greedy and (on fixed or top-k candidates) Plackett–Luce loggers, else a Monte Carlo
+    mean over `num_samples` samples whose standard error that function returns. The table
+    depends only on the policy and the view model: for several days, compute it once with
+    `logging_exposure_table` (or `exposure`) and pass it to every day's call, e.g.
+
+        table = feed.logging_exposure_table(key, scenario, logger).mean
+        logs = [feed.simulate(jax.random.fold_in(key, d), scenario, logger, n, day=d,
+                              logging_exposure=table) for d in range(days)]
+
+    day: stamped on every session. See `session_chunks` for chunk_size and round_size. Memory:
+    O(num_sessions * K) for the log and O(X * A) for the exposure table.
     """
-    k_exposure, k_sessions = jax.random.split(key)
+    k_sessions = jax.random.split(key)[1]
     check_policy(scenario, policy)
     if logging_exposure is None:
-        logging_exposure = exposure(k_exposure, policy, scenario.view,
-                                    jnp.arange(num_contexts(scenario)), num_samples=num_samples).mean
+        logging_exposure = logging_exposure_table(key, scenario, policy, num_samples=num_samples).mean
     logging_exposure = jnp.asarray(logging_exposure, jnp.float32)
     validate.matrix_shape("logging_exposure (contexts x items)", logging_exposure,
                           (num_contexts(scenario), num_items(policy)))
