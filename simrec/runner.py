@@ -609,6 +609,8 @@ def _write_report(folder: Path, records, report: Report) -> list[str]:
 def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: int, version: str,
               wall: float, records: int, files: list[str], executor: dict) -> dict:
     import jax
+
+    from simrec import sharding
     return {
         "study": study.name, "preset": preset, "seed": seed, "config": config_to_dict(config),
         "cells": {"total": cells, "computed": done.computed, "cached": cells - done.computed,
@@ -621,9 +623,7 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
         "versions": _versions(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
-                    "device_count": jax.device_count(),
-                    "device_kind": sorted({d.device_kind for d in jax.devices()}),
-                    "processes": jax.process_count()},
+                    **sharding.devices_summary()},
         "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,
         "records": {"file": "records.csv", "rows": records,
                     "columns": {c: tp.__name__ for c, tp in study.columns.items()}},

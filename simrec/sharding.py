@@ -29,8 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "map_blocks", "fold_blocks", "devices_summary",
-           "DistributedError", "distributed_settings", "initialize", "is_writer", "broadcast_from_writer"]
+__all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "map_blocks", "fold_blocks",
+           "devices_summary", "DistributedError", "distributed_settings", "initialize", "is_writer",
+           "broadcast_from_writer"]
 
 #: the name of the mesh axis that the batch (sessions, contexts, trajectories, pairs) is split over
 AXIS = "batch"
@@ -121,11 +122,11 @@ def fold_blocks(fn: Callable, combine: Callable, init, arrays, block_rows: int, 
 
 
 def devices_summary() -> dict:
-    """What the run computed on, for manifests: device count, kind(s), platform, process count."""
+    """What a run computed on, for its manifest: the device count, their kinds (e.g. ["cpu"],
+    ["NVIDIA H100 80GB HBM3"]) and the number of processes."""
     devices = jax.devices()
-    return {"count": len(devices), "kind": sorted({d.device_kind for d in devices}),
-            "platform": sorted({d.platform for d in devices}), "processes": jax.process_count(),
-            "local_devices": jax.local_device_count()}
+    return {"device_count": len(devices), "device_kind": sorted({d.device_kind for d in devices}),
+            "processes": jax.process_count()}
 
 
 # --------------------------------------------------------------------------------------------
