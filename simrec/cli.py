@@ -155,7 +155,23 @@ def cmd_show(args) -> int:
     return 0
 
 
+def _distributed(args) -> bool:
+    """Start a multi-host run from --coordinator/--num-processes/--process-id or the cluster's
+    environment (`simrec.sharding.initialize`) before any JAX work; whether this process writes.
+    A multi-host run computes its cells in place (--executor local)."""
+    from simrec import sharding
+    try:
+        started = sharding.initialize(args.coordinator, args.num_processes, args.process_id)
+    except sharding.DistributedError as err:
+        raise UsageError(str(err)) from None
+    if started and args.executor != "local":
+        raise UsageError("a multi-host run (--coordinator or a cluster environment) computes its cells "
+                         "on its own devices; drop --executor or use --executor local")
+    return sharding.is_writer()
+
+
 def cmd_run(args) -> int:
+    writer = _distributed(args)
     _set_data_dir(args)
     names = list(studies()) if args.study == "all" else [args.study]
     sets = _parse_sets(args.set)
@@ -165,7 +181,7 @@ def cmd_run(args) -> int:
         plans.append((study, _config(study, args.preset, sets)))
     with _executor(args) as executor:
         wrote_results = _run_plans(args, plans, sets, executor)
-    if wrote_results:                       # the committed default: keep results/README.md current
+    if wrote_results and writer:            # the committed default: keep results/README.md current
         write_results_index(RESULTS)
     return 0
 
@@ -182,7 +198,8 @@ def _executor(args):
 
 def _run_plans(args, plans, sets, executor) -> bool:
     """Run each (study, config); whether any run wrote into results/."""
-    memo = SetupMemo()
+    from simrec import sharding
+    memo, writer = SetupMemo(), sharding.is_writer()
     wrote_results = False
     for study, config in plans:
         if args.out:
@@ -192,9 +209,11 @@ def _run_plans(args, plans, sets, executor) -> bool:
         # a run written into results/ (the default, or e.g. --out results/STUDY_paper) is indexed
         wrote_results |= out.resolve().parent == RESULTS.resolve()
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
-                      progress=not args.quiet, memo=memo, notes=_data_notes(), executor=executor)
-        print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "
-              f"cached, {summary.wall_time_s:.1f}s -> {summary.out}")
+                      progress=not args.quiet and writer, memo=memo,
+                      notes=_data_notes(), executor=executor)
+        if writer:
+            print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "
+                  f"cached, {summary.wall_time_s:.1f}s -> {summary.out}")
     return wrote_results
 
 
@@ -240,7 +259,8 @@ def _expand_values(values: list[str], limit: float | None = None) -> list[str]:
 
 
 def cmd_sweep(args) -> int:
-    """Run one study once per value of a config field; outputs go to OUT/FIELD=VALUE/.
+    """Run one study once per value of a config field; outputs go to OUT/FIELD=VALUE/ (written by
+    process 0 alone in a multi-host run).
 
     Cells are cached in results/.simrec-cache (OUT/.simrec-cache with --out), so a sweep reuses
     the cells of an earlier `simrec run STUDY`. When the field is a tuple that the study declares a report
@@ -248,6 +268,7 @@ def cmd_sweep(args) -> int:
     once over all values together (OUT/FIELD=all/), so that it can compute every setting in one
     vectorised pass; the per-value runs then read their cells from the cache.
     """
+    writer = _distributed(args)
     _set_data_dir(args)
     study = load_study(args.study)
     sets = _parse_sets(args.set)
@@ -267,10 +288,10 @@ def cmd_sweep(args) -> int:
         raise UsageError("--values needs at least one value, e.g. --values 1,2,4,inf")
     configs = [(v, with_overrides(base, {**sets, key: v})) for v in values]
     with _executor(args) as executor:
-        return _sweep(args, study, sets, base, key, values, configs, executor)
+        return _sweep(args, study, sets, base, key, values, configs, executor, writer)
 
 
-def _sweep(args, study, sets, base, key, values, configs, executor) -> int:
+def _sweep(args, study, sets, base, key, values, configs, executor, writer: bool) -> int:
     import typing
 
     import pandas as pd
@@ -284,20 +305,25 @@ def _sweep(args, study, sets, base, key, values, configs, executor) -> int:
     if typing.get_origin(fields[key]) is tuple and key in study.report_fields and len(values) > 1:
         together = with_overrides(base, {**sets, key: ",".join(values)})
         summary = run(study, together, seed=args.seed, out=root / f"{key}=all", preset=args.preset,
-                      cache_dir=cache, progress=not args.quiet, memo=memo,
+                      cache_dir=cache, progress=not args.quiet and writer, memo=memo,
                       notes=_data_notes(), executor=executor)
-        print(f"{key}=all: {summary.cells_computed} computed, {summary.cells_cached} cached")
+        if writer:
+            print(f"{key}=all: {summary.cells_computed} computed, {summary.cells_cached} cached")
     combined: dict[str, list] = {}
     for value, config in configs:
         out = root / f"{key}={value}"
         summary = run(study, config, seed=args.seed, out=out, preset=args.preset,
-                      cache_dir=cache, progress=not args.quiet, memo=memo,
+                      cache_dir=cache, progress=not args.quiet and writer, memo=memo,
                       notes=_data_notes(), executor=executor)
+        if not writer:
+            continue
         print(f"{key}={value}: {summary.cells_computed} computed, {summary.cells_cached} cached")
         for csv in sorted(out.glob("table*.csv")):
             frame = pd.read_csv(csv)
             frame.insert(0, key if key not in frame.columns else f"sweep {key}", value)
             combined.setdefault(csv.stem, []).append(frame)
+    if not writer:
+        return 0
     for name, frames in combined.items():
         write_table(root, name, pd.concat(frames, ignore_index=True))
     atomic_write_text(root / "README.md", f"# sweep of `{key}` over {', '.join(values)} "
@@ -353,6 +379,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "(a running Dask scheduler); needs pip install 'simrec[cluster]'")
         p.add_argument("--workers", type=_workers, default=None, metavar="N",
                        help="worker processes of --executor dask (default: one per core)")
+        p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                       help="multi-host run: the address of process 0 (with --num-processes and "
+                       "--process-id; without them, SLURM / Open MPI / JAX_COORDINATOR_ADDRESS "
+                       "environments are detected); process 0 alone writes (README 'Scaling out')")
+        p.add_argument("--num-processes", type=int, default=None, metavar="N",
+                       help="multi-host run: the number of processes")
+        p.add_argument("--process-id", type=int, default=None, metavar="I",
+                       help="multi-host run: this process's index in [0, N-1]")
 
     p_run = sub.add_parser("run", help="run a study (or all) and write its tables and figures",
                            add_help=False)

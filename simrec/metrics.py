@@ -70,7 +70,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from simrec import validate
+from simrec import sharding, validate
 
 __all__ = [
     "ranks", "dcg", "ndcg", "adg", "average_precision", "recall_at", "precision_at", "atop", "auc",
@@ -133,7 +133,8 @@ def _factor_pair_counts(user, item, item_bias, pair_user, pair_item, pair_exclud
     """Per relevant pair p (user u, item i): the non-excluded items scored above s_ui, those level
     with it (i itself included) and s_ui, all from one row s_u· = x_u Yᵀ + b computed per pair.
     pair_user, pair_item: i32[P] (P a multiple of `_PAIR_CHUNK`); pair_excluded: i32[P, L], the
-    user's excluded items padded with I (dropped). Returns (i32[P], i32[P], f32[P])."""
+    user's excluded items padded with I (dropped). The chunks are split over the devices
+    (`simrec.sharding.map_blocks`). Returns (i32[P], i32[P], f32[P])."""
     def chunk(args):
         users, items, excluded = args
         rows = user[users] @ item.T + item_bias                                     # [C, I]
@@ -142,9 +143,8 @@ def _factor_pair_counts(user, item, item_bias, pair_user, pair_item, pair_exclud
         return (jnp.sum(rows > target, axis=1, dtype=jnp.int32),
                 jnp.sum(rows == target, axis=1, dtype=jnp.int32), target[:, 0])
 
-    shaped = lambda x: x.reshape((-1, _PAIR_CHUNK) + x.shape[1:])
-    above, level, target = jax.lax.map(chunk, (shaped(pair_user), shaped(pair_item),
-                                               shaped(pair_excluded)))
+    above, level, target = sharding.map_blocks(lambda *rows: chunk(rows), (pair_user, pair_item, pair_excluded),
+                                               _PAIR_CHUNK, pair_user.shape[0] // _PAIR_CHUNK)
     return above.reshape(-1), level.reshape(-1), target.reshape(-1)
 
 

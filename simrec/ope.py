@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simrec import validate
+from simrec import sharding, validate
 from simrec.feed import ItemFn, Log, Policy, ViewModel, item_values, exposure, exposure_of, num_items
 from simrec.feed.policies import table_values
 
@@ -199,33 +199,39 @@ def _block_values(rewards, logging_exposure, target_exposure, viewed, offset, m)
 def _sweep(rewards, logging_exposure, target_exposure, viewed, offset, m):
     """Mean and standard error of offset_τ + DCG_τ(m) over trajectories for every m, in one jitted
     pass over the log: blocks of `_sweep_block_rows` trajectories (each read once, all m values
-    computed from it while it is in cache) accumulate the sums of (v - shift) and (v - shift)²,
+    computed from it while it is in cache) give the sums of (v - shift) and (v - shift)²,
     shift = the mean of the first 1024 trajectories (keeps the one-pass variance exact in
-    float32). m is padded with inf to whole SIMD vectors of 8. Returns (f32[M], f32[M], bool[])."""
+    float32), and the block sums are added in block order. The blocks are split over the devices
+    (`simrec.sharding.fold_blocks`), so the result is the same on any number of them. m is padded
+    with inf to whole SIMD vectors of 8. Returns (f32[M], f32[M], bool[])."""
     n, k = viewed.shape
     num_m = m.shape[0]
     m = jnp.concatenate([m, jnp.full(-num_m % 8, jnp.inf, m.dtype)])
-    arrays = (rewards, logging_exposure, target_exposure, viewed, offset)
+    arrays = (rewards, logging_exposure, target_exposure, viewed) + (() if offset is None else (offset,))
 
-    def rows(start, size):
-        return tuple(None if a is None else jax.lax.dynamic_slice_in_dim(a, start, size) for a in arrays)
+    def values(*rows):
+        return _block_values(*rows[:4], rows[4] if len(rows) > 4 else None, m)
 
     head = min(n, 1024)
-    shift = jnp.mean(_block_values(*rows(0, head), m)[0], axis=0)
+    shift = jnp.mean(values(*sharding.replicated(tuple(a[:head] for a in arrays)))[0], axis=0)
 
-    def accumulate(carry, values, invalid):
+    def sums(*rows):
+        block_values, invalid = values(*rows)
+        centred = block_values - shift
+        return jnp.sum(centred, axis=0), jnp.sum(centred * centred, axis=0), invalid
+
+    def accumulate(carry, block):
         total, squares, bad = carry
-        centred = values - shift
-        return total + jnp.sum(centred, axis=0), squares + jnp.sum(centred * centred, axis=0), bad | invalid
+        block_total, block_squares, invalid = block
+        return total + block_total, squares + block_squares, bad | invalid
 
     block = _sweep_block_rows(k)
     full, tail = divmod(n, block)
     carry = (jnp.zeros(m.shape[0]), jnp.zeros(m.shape[0]), jnp.asarray(False))
     if full:
-        carry = jax.lax.fori_loop(0, full, lambda b, c: accumulate(c, *_block_values(*rows(b * block, block), m)),
-                                  carry)
+        carry = sharding.fold_blocks(sums, accumulate, carry, arrays, block, full)
     if tail:
-        carry = accumulate(carry, *_block_values(*rows(full * block, tail), m))
+        carry = accumulate(carry, sums(*sharding.replicated(tuple(a[full * block:] for a in arrays))))
     total, squares, invalid = carry
     mean = total / n
     variance = jnp.maximum(squares - n * mean * mean, 0.0) / (n - 1)

@@ -27,7 +27,10 @@ The runner
   set into place, so ``manifest.json``, ``README.md``, tables, figures and ``records.csv`` always
   belong to one run (`OutputFolder`); a lock refuses a second run into the same folder;
 * computes the missing cells through an executor (`simrec.executor`): one after another in this
-  process by default, or on a Dask cluster, while the cache, the folder and the lock stay here.
+  process by default, or on a Dask cluster, while the cache, the folder and the lock stay here;
+* in a multi-host run (`simrec.sharding.initialize`) runs in every process, which compute the
+  same cells together (each on its own devices); process 0 alone reads and writes the cache and
+  the output folder, and records the device count, kind and process count in the manifest.
 """
 from __future__ import annotations
 
@@ -473,21 +476,24 @@ class SetupMemo:
         self._values = {address: shared}               # one at a time: setups can be large
 
 
-def _setup(study: Study, root, config, address: str, cache: Path, memo: SetupMemo | None, bar):
-    """(shared, how) for one run: from the memo, the disk cache, or built now."""
+def _setup(study: Study, root, config, address: str, cache: Path, memo: SetupMemo | None, bar,
+           hosts: "_Hosts"):
+    """(shared, how) for one run: from the memo, the disk cache, or built now. In a multi-host
+    run every process builds it (its work may be sharded over all of them, and the processes
+    need not share a disk), and only the writer caches it."""
     if study.setup is None:
         return None, "none"
     if memo is not None and (shared := memo.get(address)) is not None:
         return shared, "memo"
     path = cache / study.name / f"setup-{address[:24]}.pkl"
-    shared = _read_cache(path, pickle.loads) if study.cache_setup else None
+    shared = _read_cache(path, pickle.loads) if study.cache_setup and hosts.processes == 1 else None
     how = "cached"
     if shared is None:
         bar.phase("setup (worlds, models) ...")
         started = time.perf_counter()
         shared = study.setup(root, config)
         how = f"built in {time.perf_counter() - started:.1f}s"
-        if study.cache_setup:
+        if study.cache_setup and hosts.writer:
             atomic_write_bytes(path, pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL))
     if memo is not None:
         memo.put(address, shared)
@@ -504,20 +510,50 @@ class _Computed:
     compute_s: float | None
 
 
+@dataclass(frozen=True)
+class _Hosts:
+    """The processes of a run (`simrec.sharding`): how many, and whether this one writes."""
+    processes: int
+    writer: bool
+
+
+def _hosts() -> _Hosts:
+    import jax
+
+    from simrec import sharding
+    return _Hosts(jax.process_count(), sharding.is_writer())
+
+
+def _cache_hits(paths: list[Path], hosts: _Hosts) -> list:
+    """The cached (rows, seconds) of each cell or None. In a multi-host run the writer reads its
+    cache and the others learn which cells it holds (`simrec.sharding.broadcast_from_writer`),
+    so that every process computes the same missing cells in the same order; their entries are
+    ``()`` on the other processes (they never report)."""
+    hits = [_read_cache(p, lambda data: _cell_entry(json.loads(data))) for p in paths] if hosts.writer \
+        else [None] * len(paths)
+    if hosts.processes == 1:
+        return hits
+    from simrec import sharding
+    held = sharding.broadcast_from_writer(np.array([hit is not None for hit in hits]))
+    return [hit if hosts.writer else (() if h else None) for hit, h in zip(hits, held)]
+
+
 def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dict, cache: Path,
-                   memo: SetupMemo | None, bar: Progress, executor) -> _Computed:
+                   memo: SetupMemo | None, bar: Progress, executor, hosts: _Hosts) -> _Computed:
     """Every cell's rows, from the cache or computed by ``executor`` (`simrec.executor`; setup
     only when a cell is missing). Each computed cell is written to the cache as soon as it
-    arrives, whatever order the executor finishes them in; rows are concatenated in cell order."""
+    arrives, whatever order the executor finishes them in; rows are concatenated in cell order.
+    Only the writer (process 0 of a multi-host run) reads and writes the cache; the others
+    compute the same cells with it and their rows are not used."""
     import jax
     root = jax.random.key(seed)
     paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
     computed, started = 0, time.perf_counter()
     try:
-        hits = [_read_cache(p, lambda data: _cell_entry(json.loads(data))) for p in paths]
+        hits = _cache_hits(paths, hosts)
         setup_address = _digest({**base, "setup": True})
         shared, how = (None, "not needed") if all(c is not None for c in hits) else \
-            _setup(study, root, config, setup_address, cache, memo, bar)
+            _setup(study, root, config, setup_address, cache, memo, bar, hosts)
         setup_s = time.perf_counter() - started
         if study.setup is not None:
             bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
@@ -527,14 +563,17 @@ def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dic
         todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
         with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
             for i, cell_rows, cell_s in results:
-                atomic_write_text(paths[i], json.dumps({"cell": cells[i], "columns": list(study.columns),
-                                                        "rows": cell_rows, "seconds": cell_s},
-                                                       allow_nan=True))
+                if hosts.writer:
+                    atomic_write_text(paths[i], json.dumps({"cell": cells[i], "columns": list(study.columns),
+                                                            "rows": cell_rows, "seconds": cell_s},
+                                                           allow_nan=True))
                 hits[i] = (cell_rows, cell_s)
                 computed += 1
                 bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
     except KeyboardInterrupt:
         raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
+    if not hosts.writer:
+        return _Computed([], computed, time.perf_counter() - started, None)
     seconds = [hit[1] for hit in hits]
     return _Computed([row for hit in hits for row in hit[0]], computed, setup_s,
                      None if None in seconds else round(sum(seconds), 3))
@@ -570,6 +609,8 @@ def _write_report(folder: Path, records, report: Report) -> list[str]:
 def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: int, version: str,
               wall: float, records: int, files: list[str], executor: dict) -> dict:
     import jax
+
+    from simrec import sharding
     return {
         "study": study.name, "preset": preset, "seed": seed, "config": config_to_dict(config),
         "cells": {"total": cells, "computed": done.computed, "cached": cells - done.computed,
@@ -581,7 +622,8 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
         "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
         "versions": _versions(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                    "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()]},
+                    "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
+                    **sharding.devices_summary()},
         "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,
         "records": {"file": "records.csv", "rows": records,
                     "columns": {c: tp.__name__ for c, tp in study.columns.items()}},
@@ -611,7 +653,9 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
     ones. ``notes``: extra lines for the output README (e.g. where real data came from).
     ``executor``: where missing cells are computed (`simrec.executor.Local`, the default, or a
     `simrec.executor.DaskExecutor`); the driver keeps the cache, the output folder and its lock,
-    and the records are the same wherever cells run. The manifest records it.
+    and the records are the same wherever cells run. The manifest records it. In a multi-host
+    run, call it in every process: only process 0 writes, the others return a summary without
+    files.
     """
     seed = check_seed(seed)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(out)
@@ -625,9 +669,15 @@ def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | N
     if executor is None:
         from simrec.executor import Local
         executor = Local()
+    hosts = _hosts()
+    if not hosts.writer:                    # a multi-host run: compute with the others, write nothing
+        done = _compute_cells(study, config, seed, cells, base, cache, memo,
+                              Progress(len(cells), study.name, enabled=False), executor, hosts)
+        return RunSummary(Path(out), len(cells), done.computed, len(cells) - done.computed,
+                          time.perf_counter() - started, done.setup_s, ())
     with OutputFolder(out, f"{study.name}, preset {preset}, seed {seed}") as folder:
         bar = Progress(len(cells), study.name, enabled=progress)
-        done = _compute_cells(study, config, seed, cells, base, cache, memo, bar, executor)
+        done = _compute_cells(study, config, seed, cells, base, cache, memo, bar, executor, hosts)
         records = records_frame(study, done.rows)
         with _plot_style():
             report = study.report(config, records)

@@ -152,6 +152,11 @@ def test_sweep_writes_one_folder_per_value_and_a_stacked_table(toy_registry, tmp
     (["sweep", "nope", "--study", "toy", "--values", "1"], "sweep field 'nope' is unknown"),
     (["bench", "nosuch"], "unknown benchmark 'nosuch'"),
     (["frobnicate"], "invalid choice"),
+    (["run", "toy", "--coordinator", "127.0.0.1:1234"], "missing --num-processes, --process-id"),
+    (["run", "toy", "--coordinator", "node1", "--num-processes", "2", "--process-id", "0"], "HOST:PORT"),
+    (["sweep", "scale", "--study", "toy", "--values", "1", "--coordinator", "n:1", "--num-processes", "2",
+      "--process-id", "5"], "--process-id must be an integer in [0, 1]"),
+    (["run", "toy", "--num-processes", "x"], "argument --num-processes: invalid int value"),
 ])
 def test_errors_are_one_line_with_exit_status_2(toy_registry, argv, message, capsys):
     assert cli.main(argv) == 2

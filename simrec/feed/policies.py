@@ -50,9 +50,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import scipy.stats
-from jax.extend.random import threefry_2x32
+from jax.extend.random import threefry2x32_p, threefry_2x32
 
-from simrec import validate
+from simrec import sharding, validate
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
@@ -381,7 +381,9 @@ def random_words(key: jax.Array, shape) -> jax.Array:
     For a Threefry key, both 32-bit outputs of every Threefry-2x32 block are used (counter =
     word index, JAX's non-partitionable layout); JAX's default partitionable `random.bits`
     keeps one word per block, so this halves the cost of the simulator's hottest operation.
-    Other key implementations use `jax.random.bits`.
+    Other key implementations use `jax.random.bits`. With several devices the same words are
+    computed each from its own index (`_words_by_index`), so that a sharded batch axis draws its
+    words without communication.
     """
     shape = tuple(shape)
     size = math.prod(shape)
@@ -389,7 +391,27 @@ def random_words(key: jax.Array, shape) -> jax.Array:
     if typed and str(jax.random.key_impl(key)) != "threefry2x32":
         return jax.random.bits(key, shape, jnp.uint32)
     data = jax.random.key_data(key) if typed else key
+    if sharding.num_devices() > 1:
+        return _words_by_index(data, shape)
     return threefry_2x32(data, jax.lax.iota(jnp.uint32, size)).reshape(shape)
+
+
+def _words_by_index(data: jax.Array, shape: tuple) -> jax.Array:
+    """`random_words` computed element by element from each word's flat index j, so that a
+    sharded axis needs no communication: with h = ceil(n / 2), word j < h is the first output of
+    the Threefry block of counters (j, j + h) and word j >= h the second output of (j - h, j)
+    (JAX's `threefry_2x32` layout; for odd n the counter n is 0). Both outputs are hashed and one
+    kept: twice the hashing of `threefry_2x32`, split over the devices, bit-identical words."""
+    size = math.prod(shape)
+    half = jnp.uint32((size + 1) // 2)
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    index = sum(jax.lax.broadcasted_iota(jnp.uint32, shape, d) * jnp.uint32(stride)
+                for d, stride in enumerate(strides))
+    first = index < half
+    low = jnp.where(first, index, index - half)
+    high = jnp.where(low + half < jnp.uint32(size), low + half, jnp.uint32(0))
+    out_first, out_second = threefry2x32_p.bind(data[0], data[1], low, high)
+    return jnp.where(first, out_first, out_second)
 
 
 def uniform_from_words(words: jax.Array) -> jax.Array:
@@ -888,7 +910,9 @@ def race_nodes(policy: Policy, contexts, block_size: int = 1024) -> int | None:
 
 @functools.partial(jax.jit, static_argnames=("num_nodes",))
 def _race_block(policy: Policy, survival, contexts, num_nodes: int) -> jax.Array:
-    """Exact exposure table f32[B, A] of a PL (or ε-greedy PL) policy on a deterministic generator."""
+    """Exact exposure table f32[B, A] of a PL (or ε-greedy PL) policy on a deterministic generator.
+    Computed whole on one device: split over devices, its quadrature sums rounded differently in
+    the last bit."""
     candidates, logits = _candidate_logits(policy, contexts)
     values = _race_exposure(logits, survival, num_nodes)
     if isinstance(policy.ranker, EpsilonGreedy):
@@ -967,7 +991,9 @@ def exposure_sample(key: jax.Array, policy: Policy, survival: jax.Array, context
 
 @functools.partial(jax.jit, static_argnames=("num_samples",))
 def _monte_carlo_block(key, policy: Policy, survival, contexts, num_samples: int):
-    return monte_carlo(key, lambda k: exposure_sample(k, policy, survival, contexts), num_samples)
+    contexts = sharding.batch(contexts)
+    return sharding.collect(monte_carlo(key, lambda k: exposure_sample(k, policy, survival, contexts),
+                                        num_samples))
 
 
 def subset_weights(policy: Policy, survival) -> jax.Array:
@@ -992,7 +1018,8 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
       largest logit more than 60 above its (K+1)-th largest).
     Otherwise the mean of num_samples PL-Rank samples seeded by fold_in(key, sample) and the
     context id, so a context's value does not depend on the block it is computed in, with its
-    Monte Carlo standard error. Memory: O(block_size * A).
+    Monte Carlo standard error. A block's contexts are split over the devices (`simrec.sharding`)
+    without changing any value. Memory: O(block_size * A).
     """
     validate.integer("block_size", block_size, low=1)
     contexts = np.asarray(contexts)
@@ -1023,12 +1050,15 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
             mean, se = _monte_carlo_block(key, policy, survival, block, num_samples)
         means.append(mean)
         errors.append(jnp.zeros_like(mean) if se is None else se)
+    means, errors = sharding.gather((means, errors))
     if len(means) == 1:
         return Exposure(means[0], errors[0])
     return Exposure(jnp.concatenate(means), jnp.concatenate(errors))
 
 
-_exact_block = jax.jit(exact_exposure)
+@jax.jit
+def _exact_block(policy: Policy, survival, weights, contexts):
+    return sharding.collect(exact_exposure(policy, survival, weights, sharding.batch(contexts)))
 
 
 @jax.jit

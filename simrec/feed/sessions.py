@@ -21,7 +21,8 @@ Scenario switches break the assumptions of KDD'24 on purpose:
   policy (e.g. `FixedCandidates` that leave items out), detected by `simrec.ope`.
 
 Sessions are simulated in large jitted, vmapped chunks; the same key and arguments give the
-same log.
+same log. On several devices the sessions of a chunk are split over them (`simrec.sharding`:
+every draw is a function of the key and the session's index), and the log is bit-identical.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from simrec import validate
+from simrec import sharding, validate
 from simrec.feed.policies import (ItemFn, Policy, check_contexts, context_tables, item_values, exposure, exposure_of,
                                   Exposure, num_items,
                                   lookup, random_words, sample_ranking, table_values, uniform_from_words)
@@ -162,8 +163,9 @@ def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, coun
     k_session, k_clicks, k_rank = jax.random.split(key, 3)
     K, S = policy.feed_length, len(scenario.quality)
     cascade = isinstance(scenario.view, Cascade)
-    uniform = uniform_from_words(random_words(k_session, (2, size)))
-    chance = uniform_from_words(random_words(k_clicks, (S + cascade, size, K)))       # [S (+1), n, K]
+    uniform = sharding.batch(uniform_from_words(random_words(k_session, (2, size))), axis=1)
+    chance = sharding.batch(uniform_from_words(random_words(k_clicks, (S + cascade, size, K))),
+                            axis=1)                                                   # [S (+1), n, K]
     cdf = jnp.cumsum(scenario.activity)
     users = jnp.minimum(jnp.searchsorted(cdf, uniform[0] * cdf[-1], side="right"),
                         cdf.shape[0] - 1).astype(jnp.int32)
@@ -199,7 +201,7 @@ def _chunk(key, scenario, policy, tables, exposure_table, counts, num_rounds: in
     rewards = jnp.moveaxis(outs.pop("rewards"), 0, 1)                               # [S, rounds, size, K]
     outs = jax.tree.map(lambda x: x.reshape(num_rounds * round_size, *x.shape[2:]), outs)
     outs["rewards"] = rewards.reshape(rewards.shape[0], num_rounds * round_size, -1)  # [S, n, K]
-    return outs, counts
+    return sharding.collect((outs, counts))
 
 
 def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, exposure_table, *,
@@ -232,7 +234,7 @@ def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, e
         take = min(size, num_sessions - start)
         if take < size:
             out = {name: (x[:, :take] if name == "rewards" else x[:take]) for name, x in out.items()}
-        yield out
+        yield sharding.gather(out)
 
 
 def logging_exposure_table(key: jax.Array, scenario: Scenario, policy: Policy, *, num_samples: int = 100) -> Exposure:

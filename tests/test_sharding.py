@@ -1,0 +1,173 @@
+"""simrec.sharding: one simulation on 1, 8 emulated devices and two processes gives the same values.
+
+The multi-device tests run subprocesses with ``XLA_FLAGS=--xla_force_host_platform_device_count=N``
+(the pytest process keeps its single device), started together so that their compilations overlap
+on the CI machine's two cores.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from simrec import runner, sharding
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "JAX_COORDINATOR")
+
+
+def _env(devices: int) -> dict:
+    """The test process's environment for a child with `devices` emulated CPU devices, without
+    any cluster variables (which would start a multi-host run)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLUSTER_PREFIXES)}
+    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def _start(args: list[str], devices: int, cwd: Path = ROOT) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=_env(devices), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _finish(processes: list[subprocess.Popen], timeout: float = 600) -> list[str]:
+    """The stdout of every process, after checking that each exited with status 0."""
+    outputs = []
+    try:
+        for p in processes:
+            out, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0, f"{p.args} failed:\n{err[-3000:]}"
+            outputs.append(out)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+    return outputs
+
+
+def _report(stdout: str) -> dict | None:
+    """The JSON line of `tests.sharding_job` (gloo may print its own lines), None if absent."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- in-process: flags, environment, one-device identities ------------------------------------
+
+@pytest.mark.parametrize("flags, message", [
+    (("127.0.0.1:1234", 2, None), "missing --process-id"),
+    ((None, 2, 0), "missing --coordinator"),
+    (("localhost", 2, 0), "HOST:PORT"),
+    (("localhost:99999", 2, 0), "HOST:PORT"),
+    (("localhost:1234", 0, 0), "--num-processes must be a positive integer"),
+    (("localhost:1234", 2, 2), r"--process-id must be an integer in \[0, 1\]"),
+])
+def test_distributed_settings_reject_bad_flags(flags, message):
+    with pytest.raises(sharding.DistributedError, match=message):
+        sharding.distributed_settings(*flags, environ={})
+
+
+def test_distributed_settings_from_flags_and_environment():
+    assert sharding.distributed_settings("node1:1234", 4, 3, environ={}) == ("node1:1234", 4, 3)
+    assert sharding.distributed_settings(environ={}) is None
+    slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NTASKS": "2"}
+    assert sharding.distributed_settings(environ=slurm) == "auto"
+    assert sharding.distributed_settings(environ={**slurm, "SLURM_NTASKS": "1"}) is None   # one task
+    assert sharding.distributed_settings(environ={"JAX_COORDINATOR_ADDRESS": "n1:1234"}) == "auto"
+    assert sharding.distributed_settings(environ={"OMPI_MCA_orte_hnp_uri": "x", "OMPI_COMM_WORLD_SIZE": "3"}) == "auto"
+
+
+def test_helpers_are_the_identity_on_one_device():
+    x = jnp.arange(10.0)
+    assert sharding.num_devices() == 1 and sharding.is_writer()
+    assert jax.jit(lambda a: sharding.collect(sharding.replicated(sharding.batch(a))))(x) is not None
+    assert sharding.gather(x) is x
+    blocks = jax.jit(lambda a: sharding.map_blocks(lambda b: (jnp.sum(b), b[0]), (a,), 3, 3))(x)
+    np.testing.assert_array_equal(blocks[0], [3.0, 12.0, 21.0])
+    np.testing.assert_array_equal(blocks[1], [0.0, 3.0, 6.0])
+    assert sharding.devices_summary() == {"device_count": 1, "device_kind": ["cpu"], "processes": 1}
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 5), (3, 4, 5), (1,), (2, 1024)])
+def test_words_by_index_are_random_words(shape):
+    """The multi-device form of `random_words` (each word from its own index, for sharding without
+    communication) gives JAX's `threefry_2x32` words bit for bit, odd sizes included."""
+    from jax.extend.random import threefry_2x32
+
+    from simrec.feed import policies
+    data = jax.random.key_data(jax.random.key(11))
+    expected = threefry_2x32(data, jax.lax.iota(jnp.uint32, int(np.prod(shape)))).reshape(shape)
+    np.testing.assert_array_equal(policies._words_by_index(data, shape), expected)
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    size: int = 2
+
+
+def test_non_writer_process_computes_but_writes_nothing(tmp_path, monkeypatch):
+    """Process 1 of a multi-host run: it follows the writer's cache (every cell missing, as the
+    broadcast says), computes the cells and writes neither cache nor output."""
+    study = runner.Study(name="toy", description="toy", presets={"default": ToyConfig()},
+                         cells=lambda config: [{"i": 0}, {"i": 1}],
+                         compute=lambda key, config, cell, shared: [{"i": cell["i"], "v": 1.0}],
+                         report=lambda config, records: runner.Report(), columns={"i": int, "v": float})
+    computed = []
+    monkeypatch.setattr(runner, "_hosts", lambda: runner._Hosts(processes=2, writer=False))
+    monkeypatch.setattr(sharding, "broadcast_from_writer", lambda held: computed.append(held) or np.zeros(2, bool))
+    summary = runner.run(study, ToyConfig(), out=tmp_path / "out", progress=False)
+    assert summary.cells_computed == 2 and summary.files == ()
+    assert not any(tmp_path.iterdir())
+
+
+# ---- subprocesses: 1 device, 8 devices, two processes ------------------------------------------
+
+def test_sharded_simulation_and_estimates_equal_single_device():
+    """Log, exposure tables and Factors metrics bit-identical, sweep estimates bit-identical (their
+    block sums are added in block order), on 1 device and on two `jax.distributed` processes on
+    localhost with 2 devices each (4 devices: sharding within and across processes; the 1 vs 8
+    devices case is the CLI test below)."""
+    port = _free_port()
+    job = ["-m", "tests.sharding_job"]
+    runs = _finish([_start(job, 1), _start(job + [f"127.0.0.1:{port}", "2", "0"], 2),
+                    _start(job + [f"127.0.0.1:{port}", "2", "1"], 2)])
+    one, distributed, other = (_report(r) for r in runs)
+    assert other is None                                  # only process 0 reports
+    assert (one["devices"], distributed["devices"], distributed["processes"]) == (1, 4, 2)
+    for key in ("log", "exposure", "metrics", "dcg", "dr"):
+        assert one[key] == distributed[key], key
+
+
+def test_cli_tables_byte_identical_on_1_and_8_devices(tmp_path):
+    """`simrec run correlation --preset smoke` on 1 and on 8 devices writes byte-identical tables
+    and records. The smoke config is shrunk with --set so that the pair runs in seconds: one
+    replication of 4 days (the fewest the report's partial correlations accept), 256 logged and
+    A/B sessions per day, rankers trained on 1,000 / 2,000 pairs."""
+    sets = ["--set", "long_days=4", "--set", "replications=1", "--set", "scenario.log_sessions=256",
+            "--set", "scenario.ab_sessions=256", "--set", "scenario.rankers.r0_pairs=1000",
+            "--set", "scenario.rankers.rt_pairs=2000"]
+    outs = {n: tmp_path / f"d{n}" / "out" for n in (1, 8)}
+    _finish([_start(["-m", "simrec", "run", "correlation", "--preset", "smoke", *sets, "--out", str(outs[n]),
+                     "--quiet"], n) for n in outs])
+    files = sorted(p.name for p in outs[1].iterdir())
+    assert files == sorted(p.name for p in outs[8].iterdir()) and "table_daily.csv" in files
+    for name in files:
+        if name != "manifest.json":
+            assert (outs[1] / name).read_bytes() == (outs[8] / name).read_bytes(), name
+    machines = [json.loads((outs[n] / "manifest.json").read_text())["machine"] for n in (1, 8)]
+    assert [m["device_count"] for m in machines] == [1, 8]
+    assert [m["processes"] for m in machines] == [1, 1] and machines[0]["device_kind"] == ["cpu"]
