@@ -68,7 +68,7 @@ __all__ = [
     "to_json", "config_fields", "config_help", "with_overrides", "config_to_dict",
     "atomic_write_bytes", "atomic_write_text", "write_table", "write_figure", "write_results_index",
     "Progress", "module_closure", "code_version", "check_records", "records_frame", "check_seed",
-    "MAX_SEED",
+    "MAX_SEED", "git_commit", "package_versions",
 ]
 
 Cell = Mapping[str, Any]
@@ -402,7 +402,8 @@ def records_frame(study: Study, rows: Sequence[Sequence]):
 # Manifest
 # --------------------------------------------------------------------------------------------
 
-def _versions() -> dict[str, str]:
+def package_versions() -> dict[str, str]:
+    """Python's and the installed versions of simrec and its numerical stack, for a manifest."""
     from importlib import metadata
     out = {"python": platform.python_version()}
     for pkg in ("simrec", "jax", "jaxlib", "numpy", "scipy", "optax", "statsmodels", "pandas",
@@ -412,7 +413,9 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
+    """The checkout's HEAD commit, suffixed ``-dirty`` when simrec/ or studies/ have uncommitted
+    changes; None outside a git checkout."""
     root = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
@@ -618,9 +621,9 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
         "executor": executor,
         "wall_time_s": round(wall, 3), "setup_s": round(done.setup_s, 3),
         "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(), "code_version": version,
+        "git_commit": git_commit(), "code_version": version,
         "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
-        "versions": _versions(),
+        "versions": package_versions(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
                     **sharding.devices_summary()},

@@ -620,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     session_exponent = float(max(exponents.get("simulate", 1.0), exponents.get("sweep", 1.0), 1.0))
     estimate = paper_estimate(demo, session_exponent)
     summary = summary_text(fits, device_table, demo, estimate, session_exponent, args.quick)
-    from simrec.runner import _git_commit, _versions      # the manifest fields every study records
+    from simrec.runner import git_commit, package_versions      # the manifest fields every study records
     manifest = {"study": "scale", "preset": "quick" if args.quick else "default", "seed": args.seed,
                 "config": {"stages": {s: list(STAGES[s].quick_sizes if args.quick else STAGES[s].sizes)
                                       for s in args.stages}, "repeats": repeats, "feed_length": FEED_LENGTH,
@@ -630,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
                            "paper_target": [PAPER_USERS, PAPER_ITEMS, PAPER_SESSIONS], "paper_days": PAPER_DAYS,
                            "assumed_gpu_speedups": list(GPU_SPEEDUPS), "session_exponent": session_exponent},
                 "wall_time_s": round(time.perf_counter() - wall, 3), "started_utc": started.isoformat(timespec="seconds"),
-                "git_commit": _git_commit(), "versions": _versions(),
+                "git_commit": git_commit(), "versions": package_versions(),
                 "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                             "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
                             "device_memory_stats": "None on CPU: peak memory is the child's RSS"
