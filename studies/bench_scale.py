@@ -72,6 +72,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.stats
 
 from simrec.cli import RESULTS
 from simrec.output import OutputFolder, atomic_write_text, write_figure, write_results_index, write_table
@@ -118,8 +119,8 @@ class LogLogFit:
 
 
 def loglog_fit(work, values) -> LogLogFit:
-    """Least-squares line through (log10 work, log10 values).  work, values: positive f[n], n >= 2,
-    at least two distinct work sizes."""
+    """Least-squares line through (log10 work, log10 values) (`scipy.stats.linregress`).  work,
+    values: positive f[n], n >= 2, at least two distinct work sizes."""
     x, y = np.log10(np.asarray(work, np.float64)), np.asarray(values, np.float64)
     if x.ndim != 1 or x.shape != y.shape or x.size < 2:
         raise ValueError(f"work and values must be vectors of the same length >= 2, got {x.shape} and {y.shape}")
@@ -127,14 +128,8 @@ def loglog_fit(work, values) -> LogLogFit:
         raise ValueError("work and values must be finite and positive (log-log fit)")
     if np.ptp(x) == 0:
         raise ValueError("work needs at least two distinct sizes to fit an exponent")
-    y = np.log10(y)
-    centred = x - x.mean()
-    slope = float(np.sum(centred * (y - y.mean())) / np.sum(centred ** 2))
-    intercept = float(y.mean() - slope * x.mean())
-    dof = x.size - 2
-    residual = y - (intercept + slope * x)
-    se = math.sqrt(float(np.sum(residual ** 2)) / dof / float(np.sum(centred ** 2))) if dof > 0 else float("nan")
-    return LogLogFit(float(slope), float(intercept), se)
+    fit = scipy.stats.linregress(x, np.log10(y))
+    return LogLogFit(float(fit.slope), float(fit.intercept), float(fit.stderr) if x.size > 2 else float("nan"))
 
 
 def exponents_table(points):
