@@ -180,7 +180,7 @@ def cmd_run(args) -> int:
         study = load_study(name)
         plans.append((study, _config(study, args.preset, sets)))
     with _executor(args) as executor:
-        wrote_results = _run_plans(args, plans, sets, executor)
+        wrote_results = _run_plans(args, plans, sets, executor, writer)
     if wrote_results and writer:            # the committed default: keep results/README.md current
         write_results_index(RESULTS)
     return 0
@@ -196,10 +196,10 @@ def _executor(args):
         executor.close()
 
 
-def _run_plans(args, plans, sets, executor) -> bool:
-    """Run each (study, config); whether any run wrote into results/."""
-    from simrec import sharding
-    memo, writer = SetupMemo(), sharding.is_writer()
+def _run_plans(args, plans, sets, executor, writer: bool) -> bool:
+    """Run each (study, config); whether any run wrote into results/ (`writer`: this process
+    writes, see `_distributed`)."""
+    memo = SetupMemo()
     wrote_results = False
     for study, config in plans:
         if args.out:
