@@ -9,7 +9,10 @@ import types
 import typing
 from typing import Any, Mapping
 
-__all__ = ["ConfigError", "config_to_dict", "config_fields", "config_help", "type_name", "with_overrides"]
+__all__ = ["MAX_SEED", "ConfigError", "config_to_dict", "config_fields", "config_help", "type_name", "with_overrides"]
+
+#: the largest root seed (seeds are uint32: ``jax.random.key(seed)``)
+MAX_SEED = 2**32 - 1
 
 
 class ConfigError(ValueError):

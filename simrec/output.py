@@ -121,19 +121,60 @@ class OutputFolder:
     While running, files go to a hidden sibling ``.NAME.incomplete-PID/`` holding
     ``INCOMPLETE-RUN.txt``; `commit` renames the old folder away, the staged one into place and
     deletes the old one, so ``out`` only ever holds one finished run (files the new run does not
-    write disappear). A lock (``.NAME.lock``, released by the OS when the process dies) makes a
-    second run into the same folder refuse. Every problem is an `OutputError` raised before any
-    cell is computed.
+    write disappear). A lock (``.NAME.lock``, released by the OS when the process dies and removed
+    when the run ends) makes a second run into the same folder refuse. A folder holding another
+    study's run (its manifest names another ``study``) is refused unless ``force``. Every problem
+    is an `OutputError` raised before any cell is computed.
     """
 
-    def __init__(self, out: Path | str, description: str = ""):
+    def __init__(self, out: Path | str, description: str = "", *, study: str | None = None,
+                 force: bool = False):
         self.out = Path(out).absolute()
         self.description = description
+        self.study, self.force = study, force
         self.staging = self.out.parent / f".{self.out.name}.incomplete-{os.getpid()}"
+        self.lock_path = self.out.parent / f".{self.out.name}.lock"
         self._lock = None
 
-    def __enter__(self) -> "OutputFolder":
+    def _check_owner(self) -> None:
+        """Refuse to replace another study's finished run (unless ``force``)."""
+        try:
+            owner = json.loads((self.out / "manifest.json").read_text()).get("study")
+        except (OSError, ValueError, AttributeError):
+            return
+        if self.study is not None and owner is not None and owner != self.study and not self.force:
+            raise OutputError(f"--out {self.out} holds a run of study {owner!r}, not {self.study!r}; "
+                              f"choose another --out, or pass --force to replace it")
+
+    def _acquire(self):
+        """The open, flock-ed lock file, or `OutputError` naming the run that holds it. A lock file
+        removed by a finishing run between our open and our flock is opened again."""
         import fcntl
+        while True:
+            try:
+                lock = open(self.lock_path, "a+")
+            except OSError as err:
+                raise OutputError(f"cannot lock {self.lock_path}: {err.strerror or err}") from None
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                owner = lock.read().strip() or "another process"
+                lock.close()
+                raise OutputError(f"another simrec run ({owner}) is writing to {self.out}; wait for it "
+                                  f"to finish or choose another --out") from None
+            except OSError as err:
+                lock.close()
+                raise OutputError(f"cannot lock {self.lock_path}: {err.strerror or err}") from None
+            try:
+                same = os.stat(self.lock_path).st_ino == os.fstat(lock.fileno()).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return lock
+            lock.close()
+
+    def __enter__(self) -> "OutputFolder":
         out = self.out
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -145,21 +186,10 @@ class OutputFolder:
         if out.is_dir() and any(out.iterdir()) and not (out / "manifest.json").exists():
             raise OutputError(f"--out {out} is a non-empty folder that no simrec run wrote (no "
                               f"manifest.json); choose an empty or new folder")
+        self._check_owner()
         if not os.access(out.parent, os.W_OK | os.X_OK):
             raise OutputError(f"cannot write to {out.parent}; choose another --out")
-        lock_path = out.parent / f".{out.name}.lock"
-        try:
-            self._lock = open(lock_path, "a+")
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.seek(0)
-            owner = self._lock.read().strip() or "another process"
-            self._lock.close()
-            self._lock = None
-            raise OutputError(f"another simrec run ({owner}) is writing to {out}; wait for it to "
-                              f"finish or choose another --out") from None
-        except OSError as err:
-            raise OutputError(f"cannot lock {lock_path}: {err.strerror or err}") from None
+        self._lock = self._acquire()
         self._lock.seek(0)
         self._lock.truncate()
         self._lock.write(f"pid {os.getpid()}")
@@ -188,6 +218,8 @@ class OutputFolder:
         if exc_type is not None and self.staging.exists():
             shutil.rmtree(self.staging, ignore_errors=True)
         if self._lock is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.lock_path)      # still holding the flock: no other run owns it
             self._lock.close()                 # releases the flock
             self._lock = None
 

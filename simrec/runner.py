@@ -38,6 +38,7 @@ import ast
 import contextlib
 import dataclasses
 import datetime
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -58,7 +59,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from simrec import validate
-from simrec.config import ConfigError, config_fields, config_help, config_to_dict, with_overrides
+from simrec.config import MAX_SEED, ConfigError, config_fields, config_help, config_to_dict, with_overrides
 from simrec.output import (OutputError, OutputFolder, atomic_write_bytes, atomic_write_text,
                            write_figure, write_table, write_results_index)
 
@@ -67,13 +68,12 @@ __all__ = [
     "Report", "RunSummary", "SetupMemo", "OutputFolder", "run", "cell_key", "shared_key", "key_id",
     "to_json", "config_fields", "config_help", "with_overrides", "config_to_dict",
     "atomic_write_bytes", "atomic_write_text", "write_table", "write_figure", "write_results_index",
-    "Progress", "module_closure", "code_version", "check_records", "records_frame", "check_seed",
+    "Progress", "module_closure", "module_version", "code_version", "run_fields", "check_records", "records_frame", "check_seed",
     "MAX_SEED", "git_commit", "package_versions",
 ]
 
 Cell = Mapping[str, Any]
 COLUMN_TYPES = (int, float, str, bool)
-MAX_SEED = 2**32 - 1
 #: modules that cannot change a cell's value (hashing them would void every cache on each edit)
 INFRASTRUCTURE = frozenset({"simrec.runner", "simrec.cli", "simrec.__main__", "simrec.config",
                             "simrec.output", "simrec.executor"})
@@ -115,7 +115,10 @@ class Study:
 
     columns: the record schema, ``{name: int | float | str | bool}``; every record of every cell
     has exactly these keys. expected_seconds: wall time of each preset on a 2-core CPU (shown by
-    ``simrec show``). report_fields: dotted config fields left out of the cache address; they
+    ``simrec show``). data_files: ``config -> [path below the data folder]``, every real-data file
+    that setup and cells may read (`simrec.datafiles`; ``""`` entries are dropped); their content
+    digests enter the cache addresses and the manifest, and study code opens them with
+    `simrec.datafiles.data_file`, which refuses any other file during a run. report_fields: dotted config fields left out of the cache address; they
     may choose which cells exist and how the report shows them, never a cell's value (put the
     value a cell needs into its coordinates), e.g. a grid field whose points are cells.
     """
@@ -127,6 +130,7 @@ class Study:
     report: Callable[[Any, Any], Report]
     columns: Mapping[str, type]
     setup: Callable[[Any, Any], Any] | None = None
+    data_files: Callable[[Any], Sequence[str]] | None = None
     cache_setup: bool = False
     report_fields: tuple[str, ...] = ()
     expected_seconds: Mapping[str, float] = field(default_factory=dict)
@@ -288,19 +292,23 @@ def _without_function(source: str, fn) -> str:
     return "".join(lines[:start - 1] + lines[start - 1 + len(block):])
 
 
-def code_version(study: Study) -> str:
-    """Digest of the source of every module in the study's `module_closure` (its own package and
-    ``simrec``). The study's ``report`` function is left out of its own module, so an edit that
-    only changes how cached cells are presented regenerates the tables in seconds; helpers that
-    ``report`` calls are hashed like any other code."""
+def module_version(module: str, leave_out: Callable | None = None) -> str:
+    """Digest of the source of every module in ``module``'s `module_closure` (its own top-level
+    package and ``simrec``), less the lines of function ``leave_out`` in ``module`` itself."""
     h = hashlib.sha256()
-    package = study.module.split(".")[0]
-    for name, path in module_closure(study.module, (package, "simrec")).items():
+    for name, path in module_closure(module, (module.split(".")[0], "simrec")).items():
         source = path.read_text(encoding="utf-8")
-        if name == study.module:
-            source = _without_function(source, study.report)
+        if name == module and leave_out is not None:
+            source = _without_function(source, leave_out)
         h.update(name.encode() + b"\0" + source.encode() + b"\0")
     return h.hexdigest()[:16]
+
+
+def code_version(study: Study) -> str:
+    """The study's `module_version`, its ``report`` function left out of its own module, so an
+    edit that only changes how cached cells are presented regenerates the tables in seconds;
+    helpers that ``report`` calls are hashed like any other code."""
+    return module_version(study.module, study.report)
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,17 +422,16 @@ def package_versions() -> dict[str, str]:
 
 
 def git_commit() -> str | None:
-    """The checkout's HEAD commit, suffixed ``-dirty`` when simrec/ or studies/ have uncommitted
-    changes; None outside a git checkout."""
+    """The checkout's HEAD commit when the run started (None outside a git checkout). A result is
+    usually committed after the code that made it, so this is the code's parent commit; the code
+    itself is identified by its content, the manifest's ``code_version``."""
     root = Path(__file__).resolve().parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "simrec", "studies"],
-                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
-    return (commit + ("-dirty" if dirty else "")) if commit else None
+    return commit or None
 
 
 # --------------------------------------------------------------------------------------------
@@ -461,8 +468,8 @@ def _read_cache(path: Path, decode: Callable[[bytes], Any]):
     try:
         return decode(data)
     except Exception as err:                    # noqa: BLE001 - any corruption means recompute
-        warnings.warn(f"cache file {path} is unreadable ({type(err).__name__}); recomputing it",
-                      CacheWarning, stacklevel=3)
+        warnings.warn(f"cache file {path} is unreadable ({type(err).__name__}: {str(err)[:200]}); "
+                      f"recomputing it", CacheWarning, stacklevel=3)
         return None
 
 
@@ -527,13 +534,13 @@ def _hosts() -> _Hosts:
     return _Hosts(jax.process_count(), sharding.is_writer())
 
 
-def _cache_hits(paths: list[Path], hosts: _Hosts) -> list:
+def _cache_hits(study: Study, cells: list[dict], paths: list[Path], hosts: _Hosts) -> list:
     """The cached (rows, seconds) of each cell or None. In a multi-host run the writer reads its
     cache and the others learn which cells it holds (`simrec.sharding.broadcast_from_writer`),
     so that every process computes the same missing cells in the same order; their entries are
     ``()`` on the other processes (they never report)."""
-    hits = [_read_cache(p, lambda data: _cell_entry(json.loads(data))) for p in paths] if hosts.writer \
-        else [None] * len(paths)
+    hits = [_read_cache(p, functools.partial(_cell_entry, study, cell)) for p, cell in zip(paths, cells)] \
+        if hosts.writer else [None] * len(paths)
     if hosts.processes == 1:
         return hits
     from simrec import sharding
@@ -553,7 +560,7 @@ def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dic
     paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
     computed, started = 0, time.perf_counter()
     try:
-        hits = _cache_hits(paths, hosts)
+        hits = _cache_hits(study, cells, paths, hosts)
         setup_address = _digest({**base, "setup": True})
         shared, how = (None, "not needed") if all(c is not None for c in hits) else \
             _setup(study, root, config, setup_address, cache, memo, bar, hosts)
@@ -567,9 +574,7 @@ def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dic
         with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
             for i, cell_rows, cell_s in results:
                 if hosts.writer:
-                    atomic_write_text(paths[i], json.dumps({"cell": cells[i], "columns": list(study.columns),
-                                                            "rows": cell_rows, "seconds": cell_s},
-                                                           allow_nan=True))
+                    atomic_write_text(paths[i], _cell_json(study, cells[i], cell_rows, cell_s))
                 hits[i] = (cell_rows, cell_s)
                 computed += 1
                 bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
@@ -582,8 +587,35 @@ def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dic
                      None if None in seconds else round(sum(seconds), 3))
 
 
-def _cell_entry(entry: dict) -> tuple[list, float | None]:
-    """(rows, seconds the cell took to compute, None if not recorded) of a cell cache entry."""
+_JSON_TYPES = {int: (int,), float: (float,), str: (str,), bool: (bool,)}
+
+
+def _cell_json(study: Study, cell: Cell, rows: list, seconds: float | None) -> str:
+    """A cell's cache entry: its cell, the declared columns, the rows with their digest, the time."""
+    return json.dumps({"cell": cell, "columns": list(study.columns), "rows": rows,
+                       "rows_sha256": _digest(rows), "seconds": seconds}, allow_nan=True)
+
+
+def _cell_entry(study: Study, cell: Cell, data: bytes) -> tuple[list, float | None]:
+    """(rows, seconds the cell took to compute, None if not recorded) of a cell cache entry, after
+    checking it against the cell, the declared columns and types, and the rows' digest; a
+    ValueError says what does not match (the entry is then recomputed)."""
+    entry = json.loads(data)
+    if not isinstance(entry, dict) or not isinstance(entry.get("rows"), list):
+        raise ValueError("not a cell entry (no list of rows)")
+    if _canonical_json(entry.get("cell")) != _canonical_json(cell):
+        raise ValueError(f"it holds cell {entry.get('cell')!r}, not {dict(cell)!r}")
+    if entry.get("columns") != list(study.columns):
+        raise ValueError(f"its columns {entry.get('columns')!r} are not the declared {list(study.columns)}")
+    types = [(name, _JSON_TYPES[tp]) for name, tp in study.columns.items()]
+    for i, row in enumerate(entry["rows"]):
+        if not isinstance(row, list) or len(row) != len(types):
+            raise ValueError(f"row {i} does not have the {len(types)} declared columns")
+        for value, (name, accepted) in zip(row, types):
+            if not isinstance(value, accepted) or (accepted == (int,) and isinstance(value, bool)):
+                raise ValueError(f"row {i}: column {name!r} holds {value!r}, not {accepted[0].__name__}")
+    if entry.get("rows_sha256") != _digest(entry["rows"]):
+        raise ValueError("its rows do not match their digest (edited or truncated)")
     return entry["rows"], entry.get("seconds")
 
 
@@ -610,7 +642,7 @@ def _write_report(folder: Path, records, report: Report) -> list[str]:
 
 
 def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: int, version: str,
-              wall: float, records: int, files: list[str], executor: dict) -> dict:
+              wall: float, records: int, files: list[str], executor: dict, data) -> dict:
     import jax
 
     from simrec import sharding
@@ -623,6 +655,7 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
         "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(), "code_version": version,
         "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
+        "data": [f.to_json() for f in data],
         "versions": package_versions(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
@@ -634,62 +667,114 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
     }
 
 
-def _readme(study: Study, report: Report, preset, seed: int, notes: Sequence[str], files: list[str]) -> str:
+def _data_lines(data) -> list[str]:
+    """The README's account of the real data a run read (or looked for)."""
+    if not data:
+        return []
+    lines = ["Real data (below the data folder; digests in `manifest.json`):", ""]
+    for f in data:
+        lines.append(f"- `{f.file}`: {f.bytes:,} bytes, sha256 `{f.sha256[:16]}…`" if f.present else
+                     f"- `{f.file}`: not found, the parts that need it were skipped")
+    return lines + [""]
+
+
+def _readme(study: Study, report: Report, preset, seed: int, notes: Sequence[str], files: list[str],
+            data=(), version: str = "") -> str:
     lines = [f"# {study.name}", "", study.description, ""]
     if report.summary:
         lines += [report.summary.strip(), ""]
     lines += [f"- {note}" for note in notes] + ([""] if notes else [])
-    lines += [f"Preset `{preset}`, seed {seed}; see `manifest.json` for the exact config. "
-              "`records.csv` holds every cell's tidy records (the input of every table).", "",
+    lines += _data_lines(data)
+    lines += [f"Preset `{preset}`, seed {seed}, code version `{version}` (a digest of the source of "
+              "the modules listed in `manifest.json`; `simrec results` checks it against the code); "
+              "see `manifest.json` for the exact config. `records.csv` holds every cell's tidy "
+              "records (the input of every table).", "",
               "Files:", ""] + [f"- [{f}]({f})" for f in files]
     return "\n".join(lines) + "\n"
 
 
+def _check_cache_dir(cache: Path) -> None:
+    """`OutputError` (one line) unless ``cache`` is, or can be made, a writable folder."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise OutputError(f"the cache folder {cache} is a file, not a folder; remove or rename it") from None
+    except OSError as err:
+        raise OutputError(f"cannot create the cache folder {cache}: {err.strerror or err}") from None
+    if not os.access(cache, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write to the cache folder {cache}; fix its permissions or run elsewhere")
+
+
+def run_fields(study: Study, config, preset, seed: int, version: str, data) -> dict[str, Any]:
+    """What makes two runs the same run: the fields every process of a multi-host run must agree
+    on (`simrec.sharding.agree`), also the identity `simrec results` checks a folder by."""
+    return {"study": study.name, "preset": preset, "config": config_to_dict(config), "seed": seed,
+            "code version": version, "data": {f.file: f.sha256 for f in data}}
+
+
 def run(study: Study, config, *, seed: int = 0, out: Path | str, preset: str | None = None,
         cache_dir: Path | str | None = None, progress: bool = True, memo: SetupMemo | None = None,
-        notes: Sequence[str] = (), executor=None) -> RunSummary:
+        notes: Sequence[str] = (), executor=None, allow_missing_data: bool = False,
+        force: bool = False) -> RunSummary:
     """Set up, compute every cell of ``study`` under ``config`` (cached, resumable) and write the
     report, records and manifest into ``out`` as one finished set (`OutputFolder`).
 
-    Cell and setup caches go to ``cache_dir`` (default `default_cache_dir`). Re-running with the
-    same config, seed and code reads finished cells from the cache and computes only the missing
-    ones. ``notes``: extra lines for the output README (e.g. where real data came from).
+    Cell and setup caches go to ``cache_dir`` (default `default_cache_dir`), addressed by study,
+    config, seed, code version and the content digest of every data file the study declares
+    (``Study.data_files``), so re-running with the same inputs reads finished cells from the cache
+    and computes only the missing ones, and changed data is recomputed. A declared data file that
+    is absent is a `simrec.datafiles.MissingDataError` unless ``allow_missing_data`` (the study
+    then skips the parts that need it). ``notes``: extra lines for the output README.
     ``executor``: where missing cells are computed (`simrec.executor.Local`, the default, or a
     `simrec.executor.DaskExecutor`); the driver keeps the cache, the output folder and its lock,
-    and the records are the same wherever cells run. The manifest records it. In a multi-host
-    run, call it in every process: only process 0 writes, the others return a summary without
-    files.
+    and the records are the same wherever cells run. The manifest records it. ``force``: replace
+    an output folder that holds another study's run. In a multi-host run, call it in every
+    process with the same arguments (checked before any work, `simrec.sharding.agree`): only
+    process 0 writes, the others return a summary without files.
     """
+    from simrec import datafiles
     seed = check_seed(seed)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir(out)
     started = time.perf_counter()
-    cells = [dict(c) for c in study.cells(config)]
-    if len({_digest(c) for c in cells}) != len(cells):
-        raise ValueError(f"study {study.name!r} declares duplicate cells")
-    version = code_version(study)
-    base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": seed,
-            "code": version}
-    if executor is None:
-        from simrec.executor import Local
-        executor = Local()
-    hosts = _hosts()
-    if not hosts.writer:                    # a multi-host run: compute with the others, write nothing
-        done = _compute_cells(study, config, seed, cells, base, cache, memo,
-                              Progress(len(cells), study.name, enabled=False), executor, hosts)
-        return RunSummary(Path(out), len(cells), done.computed, len(cells) - done.computed,
-                          time.perf_counter() - started, done.setup_s, ())
-    with OutputFolder(out, f"{study.name}, preset {preset}, seed {seed}") as folder:
-        bar = Progress(len(cells), study.name, enabled=progress)
-        done = _compute_cells(study, config, seed, cells, base, cache, memo, bar, executor, hosts)
-        records = records_frame(study, done.rows)
-        with _plot_style():
-            report = study.report(config, records)
-            files = _write_report(folder.staging, records, report)
-        wall = time.perf_counter() - started
-        manifest = _manifest(study, config, preset, seed, done, len(cells), version, wall, len(records),
-                             files, executor.describe())
-        atomic_write_text(folder.staging / "manifest.json", json.dumps(manifest, indent=2, allow_nan=True) + "\n")
-        atomic_write_text(folder.staging / "README.md", _readme(study, report, preset, seed, notes, files))
-        folder.commit()
+    data = datafiles.describe(study.data_files(config) if study.data_files else (),
+                              store=cache / "data-digests.json" if cache.is_dir() else None)
+    if not allow_missing_data:
+        datafiles.require(data, study.name)
+    with datafiles.declared([f.file for f in data]):
+        cells = [dict(c) for c in study.cells(config)]
+        if len({_digest(c) for c in cells}) != len(cells):
+            raise ValueError(f"study {study.name!r} declares duplicate cells")
+        version = code_version(study)
+        base = {"study": study.name, "config": _cache_config(config, study.report_fields), "seed": seed,
+                "code": version, "data": {f.file: f.sha256 for f in data}}
+        if executor is None:
+            from simrec.executor import Local
+            executor = Local()
+        hosts = _hosts()
+        if hosts.processes > 1:
+            from simrec import sharding
+            sharding.agree(run_fields(study, config, preset, seed, version, data))
+        if not hosts.writer:                # a multi-host run: compute with the others, write nothing
+            done = _compute_cells(study, config, seed, cells, base, cache, memo,
+                                  Progress(len(cells), study.name, enabled=False), executor, hosts)
+            return RunSummary(Path(out), len(cells), done.computed, len(cells) - done.computed,
+                              time.perf_counter() - started, done.setup_s, ())
+        with OutputFolder(out, f"{study.name}, preset {preset}, seed {seed}", study=study.name,
+                          force=force) as folder:
+            _check_cache_dir(cache)
+            bar = Progress(len(cells), study.name, enabled=progress)
+            done = _compute_cells(study, config, seed, cells, base, cache, memo, bar, executor, hosts)
+            records = records_frame(study, done.rows)
+            with _plot_style():
+                report = study.report(config, records)
+                files = _write_report(folder.staging, records, report)
+            wall = time.perf_counter() - started
+            manifest = _manifest(study, config, preset, seed, done, len(cells), version, wall,
+                                 len(records), files, executor.describe(), data)
+            atomic_write_text(folder.staging / "manifest.json",
+                              json.dumps(manifest, indent=2, allow_nan=True) + "\n")
+            atomic_write_text(folder.staging / "README.md",
+                              _readme(study, report, preset, seed, notes, files, data, version))
+            folder.commit()
     return RunSummary(Path(out), len(cells), done.computed, len(cells) - done.computed, wall,
                       done.setup_s, tuple(files))

@@ -13,15 +13,23 @@ A batch that the device count does not divide is padded by XLA (uneven shards); 
 every helper is the identity, so single-device results are the code's plain results.
 
 Many hosts: `initialize` starts `jax.distributed` from flags (coordinator, process count and id)
-or from a cluster's environment (SLURM, Open MPI, ``JAX_COORDINATOR_ADDRESS``); the mesh then
-spans every process's devices, each process computes the shards on its own devices, and `collect`
-gathers a jitted function's result onto every process (so host code reads it as before); only
-process 0 (`is_writer`) writes. CPU processes exchange data with gloo (JAX's default CPU
-collectives).
+or from a cluster's environment (SLURM, Open MPI, or ``JAX_COORDINATOR_ADDRESS`` with the flags
+for count and id); before JAX connects, the processes meet at the coordinator's address
+(`rendezvous`), so that a missing process is named and the wait ends with one line after a
+timeout. The mesh then spans every process's devices, each process computes the shards on its
+own devices, and `collect` gathers a jitted function's result onto every process (so host code
+reads it as before); only process 0 (`is_writer`) writes, and `agree` checks before any work that
+every process runs the same command. CPU processes exchange data with gloo (JAX's default CPU
+collectives), whose messages go to stderr.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import socket
+import sys
+import time
 from typing import Callable, Mapping
 
 import jax
@@ -31,7 +39,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["AXIS", "mesh", "num_devices", "batch", "replicated", "collect", "gather", "map_blocks", "fold_blocks",
            "devices_summary", "DistributedError", "distributed_settings", "initialize", "is_writer",
-           "broadcast_from_writer"]
+           "broadcast_from_writer", "rendezvous", "agree", "DEFAULT_PEER_TIMEOUT"]
 
 #: the name of the mesh axis that the batch (sessions, contexts, trajectories, pairs) is split over
 AXIS = "batch"
@@ -137,19 +145,32 @@ class DistributedError(ValueError):
     """Inconsistent multi-host settings (flags or environment)."""
 
 
+#: seconds the processes of a multi-host run wait for each other before giving up
+DEFAULT_PEER_TIMEOUT = 300.0
+
+
 def distributed_settings(coordinator: str | None = None, num_processes: int | None = None,
                          process_id: int | None = None, environ: Mapping[str, str] | None = None):
     """The settings of a multi-host run: ``None`` for a single process, ``"auto"`` when a cluster's
-    environment describes more than one process (SLURM with SLURM_NTASKS > 1, Open MPI launched by
-    mpirun with OMPI_COMM_WORLD_SIZE > 1, or ``JAX_COORDINATOR_ADDRESS``; JAX reads the rest from
-    it), else ``(coordinator "host:port", num_processes, process_id)`` from the flags. Raises
-    `DistributedError` naming the flag to fix when the flags are incomplete or out of range."""
+    environment describes more than one process (SLURM with SLURM_NTASKS > 1, or Open MPI launched
+    by mpirun with OMPI_COMM_WORLD_SIZE > 1; JAX reads the rest from it), else ``(coordinator
+    "host:port", num_processes, process_id)`` from the flags (the coordinator may come from
+    ``JAX_COORDINATOR_ADDRESS`` instead of its flag). Raises `DistributedError` naming the flag to
+    fix when the settings are incomplete or out of range."""
+    env = os.environ if environ is None else environ
     given = {"--coordinator": coordinator, "--num-processes": num_processes, "--process-id": process_id}
     if all(v is None for v in given.values()):
-        env = os.environ if environ is None else environ
         slurm = "SLURM_JOB_ID" in env and "SLURM_STEP_NODELIST" in env and int(env.get("SLURM_NTASKS", "1")) > 1
         ompi = "OMPI_MCA_orte_hnp_uri" in env and int(env.get("OMPI_COMM_WORLD_SIZE", "1")) > 1
-        return "auto" if slurm or ompi or env.get("JAX_COORDINATOR_ADDRESS") else None
+        if slurm or ompi:
+            return "auto"
+        if env.get("JAX_COORDINATOR_ADDRESS"):
+            raise DistributedError(f"JAX_COORDINATOR_ADDRESS={env['JAX_COORDINATOR_ADDRESS']} is set but "
+                                   f"not this process's place in the run: add --num-processes N and "
+                                   f"--process-id I, or unset JAX_COORDINATOR_ADDRESS for a one-process run")
+        return None
+    if coordinator is None and env.get("JAX_COORDINATOR_ADDRESS"):
+        coordinator = given["--coordinator"] = env["JAX_COORDINATOR_ADDRESS"]
     missing = [flag for flag, v in given.items() if v is None]
     if missing:
         raise DistributedError(f"a multi-host run needs --coordinator HOST:PORT, --num-processes N and "
@@ -166,20 +187,195 @@ def distributed_settings(coordinator: str | None = None, num_processes: int | No
     return coordinator, num_processes, process_id
 
 
+def _auto_settings(timeout: float):
+    """(coordinator, count, id) of a cluster environment, as JAX would read them; None when JAX's
+    cluster detection cannot tell (JAX then detects them itself, without the rendezvous)."""
+    try:
+        from jax._src import clusters
+        address, count, index, _ = clusters.ClusterEnv.auto_detect_unset_distributed_params(
+            None, None, None, None, None, int(timeout))
+    except Exception:                       # noqa: BLE001 - private API: fall back to JAX's own start
+        return None
+    return (address, count, index) if None not in (address, count, index) else None
+
+
+def _note(stream, text: str) -> None:
+    stream.write(f"simrec: {text}\n")
+    stream.flush()
+
+
+def _read_line(conn: socket.socket, deadline: float) -> str:
+    """One newline-terminated line from ``conn`` (empty when the peer closed first)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        conn.settimeout(max(deadline - time.monotonic(), 0.01))
+        chunk = conn.recv(256)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace").strip()
+
+
+def _missing(joined, count: int) -> str:
+    return ", ".join(str(i) for i in range(count) if i not in joined)
+
+
+def _host_rendezvous(port: int, count: int, timeout: float, stream) -> None:
+    """Process 0: accept every other process at ``port``; name the missing ones while waiting."""
+    deadline, next_note = time.monotonic() + timeout, time.monotonic() + 5.0
+    conns: dict[int, socket.socket] = {}
+    try:
+        server = socket.create_server(("", port))
+    except OSError as err:
+        raise DistributedError(f"process 0 cannot listen on port {port}: {err.strerror or err} (another "
+                               f"process 0 of this run, or another program, holds it); choose another "
+                               f"--coordinator port") from None
+    with server:
+        server.settimeout(0.5)
+        try:
+            while len(conns) < count - 1:
+                now = time.monotonic()
+                if now > deadline:
+                    raise DistributedError(
+                        f"timed out after {timeout:.0f} s waiting for process(es) {_missing({0, *conns}, count)} "
+                        f"of {count} at port {port}; start each with the same command and its --process-id "
+                        f"(or allow longer with --peer-timeout)")
+                if now > next_note:
+                    _note(stream, f"waiting for process(es) {_missing({0, *conns}, count)} of {count} to join "
+                                  f"at port {port} ({deadline - now:.0f} s left)")
+                    next_note = now + 10.0
+                try:
+                    conn, _ = server.accept()
+                except (socket.timeout, TimeoutError):
+                    continue
+                try:
+                    index, _, their_count = _read_line(conn, time.monotonic() + 5.0).partition(" ")
+                except OSError:
+                    conn.close()
+                    continue
+                if not index.isdigit():          # not a simrec process: ignore it
+                    conn.close()
+                    continue
+                problem = (f"process {index} was started with --num-processes {their_count}, process 0 with {count}"
+                           if their_count != str(count) else
+                           f"two processes were started with --process-id {index}" if int(index) in conns else "")
+                if problem:
+                    conn.sendall(f"error {problem}\n".encode())
+                    conn.close()
+                    raise DistributedError(f"{problem}; start every process with the same command and its own "
+                                           f"--process-id")
+                conns[int(index)] = conn
+            for conn in conns.values():
+                conn.sendall(b"go\n")
+            for conn in conns.values():       # the peers close first, so the port is free for JAX
+                _read_line(conn, time.monotonic() + 10.0)
+        except DistributedError as err:
+            for conn in conns.values():
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"error process 0 stopped: {err}\n".encode())
+            raise
+        finally:
+            for conn in conns.values():
+                conn.close()
+
+
+def _join_rendezvous(host: str, port: int, count: int, index: int, timeout: float, stream) -> None:
+    """Process ``index`` > 0: report to process 0 at ``host:port`` and wait for all to have joined."""
+    deadline, next_note = time.monotonic() + timeout, time.monotonic() + 5.0
+    while True:
+        try:
+            conn = socket.create_connection((host, port), timeout=2.0)
+            break
+        except OSError:
+            now = time.monotonic()
+            if now > deadline:
+                raise DistributedError(f"process 0 did not answer at {host}:{port} within {timeout:.0f} s; "
+                                       f"start it with the same command and --process-id 0 (or allow longer "
+                                       f"with --peer-timeout)") from None
+            if now > next_note:
+                _note(stream, f"waiting for process 0 at {host}:{port} ({deadline - now:.0f} s left)")
+                next_note = now + 10.0
+            time.sleep(0.25)
+    with conn:
+        conn.sendall(f"{index} {count}\n".encode())
+        try:
+            reply = _read_line(conn, deadline)
+        except OSError:
+            reply = ""
+    if reply != "go":
+        raise DistributedError(reply.removeprefix("error ") if reply.startswith("error ") else
+                               f"process 0 at {host}:{port} did not start the run within {timeout:.0f} s "
+                               f"(waiting for other processes); start every process with the same command")
+
+
+def rendezvous(coordinator: str, num_processes: int, process_id: int, timeout: float = DEFAULT_PEER_TIMEOUT,
+               stream=None) -> None:
+    """Meet every process of a multi-host run at the coordinator's address before JAX connects:
+    process 0 listens on its port until the other ``num_processes - 1`` have joined, printing the
+    missing ones every 10 s on ``stream`` (stderr); the others connect and wait for its go. After
+    ``timeout`` seconds, or when two processes disagree on the count or share an id, every process
+    that is there raises `DistributedError` with one line saying who is missing or what differs."""
+    stream = sys.stderr if stream is None else stream
+    host, _, port = coordinator.rpartition(":")
+    if num_processes == 1:
+        return
+    if process_id == 0:
+        _host_rendezvous(int(port), num_processes, timeout, stream)
+    else:
+        _join_rendezvous(host, int(port), num_processes, process_id, timeout, stream)
+
+
+def _stdout_to_stderr() -> None:
+    """Send what native code prints on file descriptor 1 (gloo's connection messages) to stderr,
+    keeping Python's ``sys.stdout`` on the original standard output."""
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(kept, "w", buffering=1, encoding=sys.stdout.encoding or "utf-8")
+
+
 def initialize(coordinator: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None) -> bool:
+               process_id: int | None = None, *, timeout: float = DEFAULT_PEER_TIMEOUT) -> bool:
     """Start `jax.distributed` for the settings of `distributed_settings` (flags, else the
-    cluster's environment); whether a multi-host run was started. Call it before any other JAX
-    work; every process must call it. Raises `DistributedError` on bad flags."""
+    cluster's environment) after the `rendezvous` of every process (``timeout`` seconds); whether
+    a multi-host run was started. Call it before any other JAX work; every process must call it.
+    Raises `DistributedError` on bad flags, a missing process or a mismatched count."""
     settings = distributed_settings(coordinator, num_processes, process_id)
     if settings is None:
         return False
+    if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < float("inf")):
+        raise DistributedError(f"--peer-timeout must be a positive number of seconds, got {timeout!r}")
     if settings == "auto":
-        jax.distributed.initialize()
+        settings = _auto_settings(timeout)
+    if settings is None:
+        jax.distributed.initialize(initialization_timeout=int(timeout))
     else:
         address, count, index = settings
-        jax.distributed.initialize(coordinator_address=address, num_processes=count, process_id=index)
+        rendezvous(address, count, index, timeout)
+        jax.distributed.initialize(coordinator_address=address, num_processes=count, process_id=index,
+                                   initialization_timeout=max(int(timeout), 1))
+    _stdout_to_stderr()
     return True
+
+
+def agree(fields: Mapping[str, str]) -> None:
+    """Check that every process of a multi-host run has the same ``fields`` (name -> canonical
+    text: study, preset, config, seed, code version, data digests), before any work; every process
+    raises the same one-line `DistributedError` naming the fields and processes that differ. Does
+    nothing in a single process."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+    mine = np.array([int(hashlib.sha256(str(v).encode()).hexdigest()[:7], 16) for v in fields.values()], np.int32)
+    everyone = np.asarray(multihost_utils.process_allgather(mine)).reshape(jax.process_count(), len(mine))
+    differ = [(p, [name for name, a, b in zip(fields, everyone[0], everyone[p]) if a != b])
+              for p in range(1, len(everyone))]
+    differ = [(p, names) for p, names in differ if names]
+    if differ:
+        which = "; ".join(f"process {p} differs in {', '.join(names)}" for p, names in differ)
+        raise DistributedError(f"the processes of this multi-host run were started with different commands "
+                               f"({which}, from process 0); start every process with the same command, "
+                               f"only --process-id differs")
 
 
 def is_writer() -> bool:

@@ -615,8 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     session_exponent = float(max(exponents.get("simulate", 1.0), exponents.get("sweep", 1.0), 1.0))
     estimate = paper_estimate(demo, session_exponent)
     summary = summary_text(fits, device_table, demo, estimate, session_exponent, args.quick)
-    from simrec.runner import git_commit, package_versions      # the manifest fields every study records
-    manifest = {"study": "scale", "preset": "quick" if args.quick else "default", "seed": args.seed,
+    from simrec.runner import git_commit, module_version, package_versions   # the fields every study records
+    manifest = {"study": "scale", "benchmark": "scale", "code_version": module_version(__name__),
+                "preset": "quick" if args.quick else "default", "seed": args.seed,
                 "config": {"stages": {s: list(STAGES[s].quick_sizes if args.quick else STAGES[s].sizes)
                                       for s in args.stages}, "repeats": repeats, "feed_length": FEED_LENGTH,
                            "m_values": list(M_VALUES), "device_counts": list(device_counts),

@@ -82,7 +82,7 @@ import scipy.stats
 
 from simrec import data, metrics, missing, models, stats
 from simrec.runner import Report, Study, cell_key
-from simrec_studies._data import real_data_file, skipped_note
+from simrec.datafiles import data_file, skipped_note
 from simrec_studies.protocols import exclude_unrated
 
 MODELS = ("popularity", "EASE", "iALS", "MF-ADG", "MF-RMSE", "AllRank")
@@ -108,7 +108,7 @@ WEIGHT_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
 class CoatConfig:
     """The splits, the six models and their grids, the protocols' cutoffs and the agreement
     statistics (module docstring)."""
-    #: the Coat folder below the data folder (`simrec_studies._data.data_root`; "" skips the study)
+    #: the Coat folder below the data folder (`simrec.datafiles.data_root`; "" skips the study)
     folder: str = "coat"
     splits: int = 3                               # random MNAR held-out splits (one cell each)
     n_test: int = 8                               # MNAR ratings per user held out for testing
@@ -190,9 +190,14 @@ PRESETS = {
 
 # ---- data -----------------------------------------------------------------------------------
 
+def data_files(config: CoatConfig) -> list[str]:
+    """The three Coat files `simrec.data.load_coat` reads ("" disables the study)."""
+    return [f"{config.folder}/{name}" for name in data.COAT_FILES.values()] if config.folder else []
+
+
 def _coat(config: CoatConfig) -> data.Coat | None:
     """The Coat data, or None when `folder` is "" or its files are absent (with a warning)."""
-    path = real_data_file(f"{config.folder}/{data.COAT_FILES['train']}" if config.folder else "")
+    path = data_file(f"{config.folder}/{data.COAT_FILES['train']}" if config.folder else "")
     return None if path is None else data.load_coat(path.parent)
 
 
@@ -219,7 +224,7 @@ def cells(config: CoatConfig) -> list[dict]:
 
 
 def _coat_present(config: CoatConfig) -> bool:
-    return bool(config.folder) and real_data_file(
+    return bool(config.folder) and data_file(
         f"{config.folder}/{data.COAT_FILES['train']}") is not None
 
 
@@ -747,4 +752,4 @@ STUDY = Study(
                 "items, rated held-out items, IPS) orders six models as the missing-at-random "
                 "ratings do — Steck's question answered on real MNAR/MCAR data",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 30, "default": 105, "paper": 1800})
+    data_files=data_files, expected_seconds={"smoke": 30, "default": 105, "paper": 1800})

@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from simrec import data, metrics, missing, models, stats
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world
-from simrec_studies._data import real_data_file, skipped_note
+from simrec.datafiles import data_file, skipped_note
 
 #: Jeunen et al. KDD'24 App. A on MovieLens-1M (their public notebook's printed values)
 PAPER = {"pearson": 0.6325, "kendall": 0.4973, "inversion_rate": 0.2514}
@@ -47,7 +47,7 @@ REAL_DATA = "ml-latest-small"
 class DisagreementConfig:
     """The EASE and KUNN grids, the real and simulated data, and the controlled-count experiment
     (users with fewer than held_out_max held-out candidates are left out of it)."""
-    #: MovieLens ratings below the data folder (`simrec_studies._data.data_root`; "" skips the real data)
+    #: MovieLens ratings below the data folder (`simrec.datafiles.data_root`; "" skips the real data)
     ratings_file: str = "ml-latest-small/ratings.csv"
     min_rating: float = 4.0                       # positives are ratings >= min_rating ...
     min_item: int = 5                             # ... then items with >= min_item users
@@ -128,7 +128,7 @@ class Shared:
 def _movielens(key, config: DisagreementConfig) -> Dataset:
     """The real data's positives (ratings >= min_rating, then items with >= min_item users),
     split per user with ``key``."""
-    raw = data.load_interactions(real_data_file(config.ratings_file))
+    raw = data.load_interactions(data_file(config.ratings_file))
     kept = data.filter_min_counts(data.filter_ratings(raw, config.min_rating),
                                   min_item=config.min_item)
     split = missing.split_per_user(key, kept.ratings.astype(bool),
@@ -167,7 +167,7 @@ def _simulated(key, config: DisagreementConfig) -> Dataset:
 
 def cells(config: DisagreementConfig) -> list[dict]:
     out = [{"data": "simulated"}]
-    if real_data_file(config.ratings_file):
+    if data_file(config.ratings_file):
         out.insert(0, {"data": REAL_DATA})
     return out
 
@@ -435,4 +435,4 @@ STUDY = Study(
                 "KUNN models; in simulation, which one tracks the true utility, and how the "
                 "disagreement grows with the variability of held-out counts",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 10, "default": 70, "paper": 450})
+    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 10, "default": 70, "paper": 450})

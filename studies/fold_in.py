@@ -72,7 +72,7 @@ import scipy.sparse as sp
 from simrec import data, metrics, missing, models, stats
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world
-from simrec_studies._data import real_data_file, skipped_note
+from simrec.datafiles import data_file, skipped_note
 
 MODELS = ("popularity", "iALS", "MF-ADG", "EASE", "item-kNN")
 SIMULATED, MOVIELENS, LASTFM = "simulated", "ml-latest-small", "hetrec-lastfm"
@@ -220,6 +220,11 @@ class Shared:
     sources: dict[str, Source]
 
 
+def data_files(config: FoldInConfig) -> list[str]:
+    """The MovieLens and HetRec files a run reads ("" entries disable one)."""
+    return list(_real_files(config).values())
+
+
 def _real_files(config: FoldInConfig) -> dict[str, str]:
     return {MOVIELENS: config.ratings_file, LASTFM: config.lastfm_file}
 
@@ -227,7 +232,7 @@ def _real_files(config: FoldInConfig) -> dict[str, str]:
 def sources(config: FoldInConfig) -> list[str]:
     """The data sources of a run: the simulated world, and each real data set whose file exists."""
     return [SIMULATED] + [name for name, path in _real_files(config).items()
-                          if real_data_file(path)]
+                          if data_file(path)]
 
 
 def _source_key(key: jax.Array, source: str) -> jax.Array:
@@ -238,11 +243,11 @@ def _source_key(key: jax.Array, source: str) -> jax.Array:
 def _positives(key, config: FoldInConfig, source: str) -> sp.csr_matrix:
     """Observed positives O+ [U, I] of a real data set or of the simulated world."""
     if source == MOVIELENS:
-        raw = data.load_interactions(real_data_file(config.ratings_file))
+        raw = data.load_interactions(data_file(config.ratings_file))
         return data.filter_min_counts(data.filter_ratings(raw, config.min_rating),
                                       min_item=config.min_item).ratings.astype(bool)
     if source == LASTFM:                                  # every listened artist is a positive
-        raw = data.load_interactions(real_data_file(config.lastfm_file))
+        raw = data.load_interactions(data_file(config.lastfm_file))
         return data.filter_min_counts(raw, min_item=config.lastfm_min_item).ratings.astype(bool)
     world = make_world(shared_key(key, "world"), config.world)
     prior = missing.prior_relevant(shared_key(key, "prior"), world)
@@ -676,9 +681,9 @@ def _summary_text(config, table, crossings, chosen) -> str:
             f"{r.data} {r.model}: {r['at grid edge']} (widen that grid)"
             for _, r in edges.iterrows()))]
     for name, path in _real_files(config).items():
-        if not real_data_file(path):
+        if not data_file(path):
             lines.append(skipped_note(path) if path else f"- {name} disabled (its file is \"\")")
-    if real_data_file(config.lastfm_file):
+    if data_file(config.lastfm_file):
         lines.append(f"- {LASTFM}: HetRec 2011 last.fm data (Cantador, Brusilovsky, Kuflik, "
                      "HetRec 2011), for non-commercial use only; every listened artist is a "
                      f"positive, artists with fewer than {config.lastfm_min_item} listeners "
@@ -694,4 +699,4 @@ STUDY = Study(
                 "every hyperparameter tuned on validation users (simulated, ml-latest-small, "
                 "HetRec last.fm)",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 30, "default": 80, "paper": 1800})
+    data_files=data_files, expected_seconds={"smoke": 30, "default": 80, "paper": 1800})

@@ -64,7 +64,7 @@ import scipy.stats
 
 from simrec import data, obp, ope, stats, validate
 from simrec.runner import Report, Study, cell_key
-from simrec_studies._data import real_data_file, skipped_note
+from simrec.datafiles import data_file, skipped_note
 
 POLICIES = ("random", "bts")
 OVERALL = -1                                   # `position` of an estimate over all positions
@@ -75,7 +75,7 @@ RANDOMISED, NAIVE_BTS = "randomised (random log)", "raw (BTS log, not randomised
 @dataclass(frozen=True)
 class OpenBanditConfig:
     """The campaigns, the estimators' settings and the confidence level (module docstring)."""
-    #: the Open Bandit folder below the data folder (`simrec_studies._data.data_root`), holding
+    #: the Open Bandit folder below the data folder (`simrec.datafiles.data_root`), holding
     #: random/ and bts/; "" skips the study
     folder: str = "open-bandit-sample"
     campaigns: tuple[str, ...] = ("all", "men", "women")   # campaigns analysed, one cell each
@@ -129,8 +129,14 @@ def _relative(config: OpenBanditConfig, policy: str, campaign: str) -> str:
     return f"{config.folder}/{policy}/{campaign}/{campaign}.csv.gz" if config.folder else ""
 
 
+def data_files(config: OpenBanditConfig) -> list[str]:
+    """Every file a run reads: each campaign's log and item context, of both policies."""
+    return [f"{config.folder}/{p}/{c}/{name}" for c in config.campaigns for p in POLICIES
+            for name in (f"{c}.csv.gz", "item_context.csv")] if config.folder else []
+
+
 def _present(config: OpenBanditConfig) -> bool:
-    return bool(config.folder) and all(real_data_file(_relative(config, p, c)) is not None
+    return bool(config.folder) and all(data_file(_relative(config, p, c)) is not None
                                        for c in config.campaigns for p in POLICIES)
 
 
@@ -140,7 +146,7 @@ def cells(config: OpenBanditConfig) -> list[dict]:
 
 def load(config: OpenBanditConfig, campaign: str) -> dict[str, tuple[dict, object]]:
     """{policy: (its bandit_feedback dictionary, its simrec Log)} of one campaign."""
-    path = real_data_file(_relative(config, "random", campaign))
+    path = data_file(_relative(config, "random", campaign))
     folder = path.parents[2]
     out = {}
     for policy in POLICIES:
@@ -481,5 +487,5 @@ STUDY = Study(
                 "Thompson-sampling policy's click rate estimated from the other's real log (IPS, "
                 "clipped, self-normalised, doubly robust; per position) beside its on-policy truth, "
                 "and the position bias from the randomised log",
-    presets=PRESETS, cells=cells, compute=compute, report=report, columns=COLUMNS,
+    presets=PRESETS, cells=cells, compute=compute, report=report, columns=COLUMNS, data_files=data_files,
     expected_seconds={"smoke": 20, "default": 40})

@@ -51,7 +51,7 @@ import scipy.stats
 from simrec import data as real_data, metrics, missing, models
 from simrec.runner import Report, Study, shared_key
 from simrec.world import PRESETS as WORLD_PRESETS, World, make_world, quality_logit
-from simrec_studies._data import real_data_file
+from simrec.datafiles import data_file
 
 METRICS = ("atop", "ap", "ndcg", "recall@10", "adg")
 LABELS = {"atop": "ATOP", "ap": "MAP", "ndcg": "NDCG", "recall@10": "Recall@10", "adg": "ADG"}
@@ -284,11 +284,11 @@ def make_dataset(key: jax.Array, data: DataConfig, name: str) -> Dataset:
     `key`; every draw comes from ``shared_key(key, f"{part}:{name}")``, so a dataset does not
     depend on the others."""
     if name == REAL:
-        ratings = real_data.load_interactions(real_data_file(data.ratings_file))
+        ratings = real_data.load_interactions(data_file(data.ratings_file))
         observed = real_data.binarize(ratings, data.real_threshold)
         unobserved = world = None
     elif name == HETREC:
-        observed = listened(real_data_file(data.hetrec_file), data.hetrec_min_listeners)
+        observed = listened(data_file(data.hetrec_file), data.hetrec_min_listeners)
         unobserved = world = None
     else:
         world = user_subsample(shared_key(key, f"users:{name}"),
@@ -309,10 +309,16 @@ def _relative_complement(whole: sp.csr_matrix, part: sp.csr_matrix) -> sp.csr_ma
     return (difference > 0).tocsr()
 
 
+def data_files(config) -> list[str]:
+    """The real-data files a run reads (none without ``config.real``); `config` is an
+    `OptADGConfig` or any config with its real and data fields (`valid_vs_test`'s)."""
+    return [_real_file(config.data, name) for name in REAL_DATASETS] if config.real else []
+
+
 def datasets(worlds, real: bool, data: DataConfig) -> list[str]:
     """The dataset names of a run: the worlds, plus the `REAL_DATASETS` asked for and present."""
     present = [name for name in REAL_DATASETS
-               if real and real_data_file(_real_file(data, name)) is not None]
+               if real and data_file(_real_file(data, name)) is not None]
     return list(worlds) + present
 
 
@@ -928,4 +934,4 @@ STUDY = Study(
                 "on the paper-like worlds, ml-latest-small and HetRec last.fm, wide grids selected by "
                 "validation ADG, paired tests over folds",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 40, "default": 1250, "paper": 4200})
+    data_files=data_files, expected_seconds={"smoke": 40, "default": 1250, "paper": 4200})

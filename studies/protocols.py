@@ -90,7 +90,7 @@ import scipy.sparse as sp
 from simrec import data, metrics, missing, models, stats
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit, user_blocks
-from simrec_studies._data import real_data_file, skipped_note
+from simrec.datafiles import data_file, skipped_note
 
 MODELS = ("MF-RMSE", "AllRank")
 EXPOSURE_CELL = "simulated, item exposure"
@@ -118,7 +118,7 @@ class ProtocolsConfig:
     simulated world 0.005 gave AllRank its best AP, ATOP and nDCG under every protocol and its
     best observed-test RMSE; on ml-latest-small larger w_m raised (a1)/(a2) (AP under (a2) 0.12
     at 0.005, 0.19 at 0.05) without changing a winner."""
-    #: MovieLens ratings below the data folder (`simrec_studies._data.data_root`; "" skips the real data)
+    #: MovieLens ratings below the data folder (`simrec.datafiles.data_root`; "" skips the real data)
     ratings_file: str = "ml-latest-small/ratings.csv"
     #: the simulated world (its true logit is cut into stars)
     world: WorldConfig = field(default_factory=lambda: WorldConfig(n_users=2000, n_items=1000,
@@ -245,7 +245,7 @@ def _observe(key, config: ProtocolsConfig, stars: np.ndarray,
 
 
 def _movielens(config: ProtocolsConfig) -> sp.csr_matrix:
-    raw = data.load_interactions(real_data_file(config.ratings_file))
+    raw = data.load_interactions(data_file(config.ratings_file))
     return data.filter_min_counts(raw, min_user=1, min_item=1).ratings
 
 
@@ -281,7 +281,7 @@ def cells(config: ProtocolsConfig) -> list[dict]:
     out = [{"data": "simulated"}]
     if config.exposure_sigma > 0:
         out.append({"data": EXPOSURE_CELL})
-    if real_data_file(config.ratings_file):
+    if data_file(config.ratings_file):
         out.append({"data": REAL_DATA})
     return out
 
@@ -716,4 +716,4 @@ STUDY = Study(
                 "items) decide the noise-aware winner more than the metric, and which protocol "
                 "gives the complete-ratings verdict?",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 15, "default": 75, "paper": 3600})
+    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 15, "default": 75, "paper": 3600})

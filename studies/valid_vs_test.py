@@ -183,4 +183,4 @@ STUDY = Study(
     description="Lim et al. Table 2 extended: UBM measures (ATOP, ADG, Recall@10) agree on valid, "
                 "test and the unobserved relevant items P⁺∖O⁺; MAP and NDCG do not",
     presets=PRESETS, cells=cells, setup=opt_adg.setup, compute=compute, report=report,
-    columns=opt_adg.COLUMNS, expected_seconds={"smoke": 30, "default": 1000, "paper": 4000})
+    columns=opt_adg.COLUMNS, data_files=opt_adg.data_files, expected_seconds={"smoke": 30, "default": 1000, "paper": 4000})

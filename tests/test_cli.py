@@ -106,26 +106,118 @@ def test_run_with_preset_seed_and_set(toy_registry, tmp_path, capsys):
     assert "3 cells computed" in capsys.readouterr().out
 
 
-def test_without_out_only_the_default_run_writes_results(toy_registry, tmp_path, monkeypatch):
+def test_without_out_runs_never_write_results_and_publish_does(toy_registry, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "toy", "--preset", "smoke", "--quiet"]) == 0
     assert cli.main(["run", "toy", "--set", "inner.scale=3", "--quiet"]) == 0
+    assert cli.main(["run", "toy", "--quiet"]) == 0
     assert not (tmp_path / "results").exists()
     assert (tmp_path / "runs" / "toy" / "smoke" / "manifest.json").exists()
+    assert (tmp_path / "runs" / "toy" / "default" / "manifest.json").exists()
     (changed,) = [p for p in (tmp_path / "runs" / "toy").iterdir() if p.name.startswith("default-")]
     assert json.loads((changed / "manifest.json").read_text())["config"]["inner"]["scale"] == 3
-    assert cli.main(["run", "toy", "--quiet"]) == 0
+    capsys.readouterr()
+    assert cli.main(["run", "toy", "--publish", "--quiet"]) == 0           # the cells come from the cache
+    assert "0 cells computed, 9 cached" in capsys.readouterr().out
     assert (tmp_path / "results" / "toy" / "manifest.json").exists()
     assert "| default | 0 |" in (tmp_path / "results" / "README.md").read_text()
 
 
-def test_a_paper_run_written_into_results_is_indexed_beside_the_default(toy_registry, tmp_path,
-                                                                         monkeypatch):
+def test_a_run_without_out_compares_itself_with_the_committed_results(toy_registry, tmp_path, monkeypatch,
+                                                                       capsys):
     monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "toy", "--publish", "--quiet"]) == 0
     assert cli.main(["run", "toy", "--quiet"]) == 0
-    assert cli.main(["run", "toy", "--preset", "smoke", "--out", "results/toy_paper", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "toy: 1 of 1 tables and 6 of 6 files identical to the committed results in results/toy" in out
+    assert "--publish" not in out
+    committed = tmp_path / "results" / "toy" / "table_toy.csv"
+    committed.write_text(committed.read_text().replace("0.", "1.", 1))
+    assert cli.main(["run", "toy", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 1 tables and 5 of 6 files identical" in out and "differ: table_toy.csv" in out
+    assert "simrec run toy --publish" in out
+
+
+def test_a_paper_run_is_published_beside_the_default_and_indexed(toy_registry, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "toy", "--publish", "--quiet"]) == 0
+    assert cli.main(["run", "toy", "--preset", "smoke", "--publish", "--quiet"]) == 0
+    assert cli.main(["run", "toy", "--preset", "smoke", "--out", "results/toy_other", "--quiet"]) == 0
     index = (tmp_path / "results" / "README.md").read_text()
-    assert "| default | 0 |" in index and "| smoke | 0 |" in index and "toy_paper/README.md" in index
+    assert "| default | 0 |" in index and "| smoke | 0 |" in index and "toy_smoke/README.md" in index
+    assert "toy_other/README.md" in index
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "toy", "--publish", "--out", "x"], "--publish writes into results/ by itself"),
+    (["run", "toy", "--publish", "--seed", "2"], "--publish writes the committed results"),
+    (["run", "toy", "--stale", "--set", "inner.scale=2"], "--stale writes the committed results"),
+    (["sweep", "scale", "--study", "toy", "--values", "1", "--publish"], "unrecognised arguments: --publish"),
+    (["run", "toy", "--peer-timeout", "0"], "--peer-timeout: expects a positive number of seconds"),
+])
+def test_publishing_flags_are_checked_before_any_work(toy_registry, tmp_path, monkeypatch, argv, message, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and CALLS["n"] == 0
+    assert not (tmp_path / "results").exists()
+
+
+def test_stale_regenerates_only_what_is_stale(toy_registry, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "all", "--stale", "--quiet"]) == 0              # nothing committed: both run
+    assert (tmp_path / "results" / "toy").is_dir() and (tmp_path / "results" / "grid").is_dir()
+    capsys.readouterr()
+    assert cli.main(["results"]) == 0
+    out = capsys.readouterr().out
+    assert "fresh     results/grid" in out and "fresh     results/toy" in out and "2 folders: 2 fresh" in out
+    manifest = tmp_path / "results" / "toy" / "manifest.json"
+    recorded = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**recorded, "code_version": "0" * 16}))
+    assert cli.main(["results"]) == 0 and cli.main(["results", "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert "stale     results/toy: code version 0000000000000000 then" in out
+    assert "(regenerate: simrec run toy --publish)" in out
+    CALLS.update(n=0)
+    assert cli.main(["run", "all", "--stale", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "grid: results/grid is fresh, not regenerated" in out and "toy: 0 cells computed, 9 cached" in out
+    assert json.loads(manifest.read_text())["code_version"] == recorded["code_version"]
+
+
+def test_out_onto_another_studys_folder_is_refused_unless_forced(toy_registry, tmp_path, capsys):
+    assert cli.main(["run", "toy", "--preset", "smoke", "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    assert cli.main(["run", "grid", "--preset", "smoke", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a run of study 'toy', not 'grid'" in err and "--force" in err and len(err.splitlines()) == 1
+    assert json.loads((tmp_path / "o" / "manifest.json").read_text())["study"] == "toy"
+    assert cli.main(["run", "grid", "--preset", "smoke", "--out", str(tmp_path / "o"), "--quiet", "--force"]) == 0
+    assert json.loads((tmp_path / "o" / "manifest.json").read_text())["study"] == "grid"
+    assert not list(tmp_path.glob(".o.*"))                       # no lock or staging left beside it
+
+
+def test_a_cache_folder_that_is_a_file_is_refused_before_any_cell(toy_registry, tmp_path, capsys):
+    (tmp_path / ".simrec-cache").write_text("not a folder")
+    assert cli.main(["run", "toy", "--preset", "smoke", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cache folder" in err and "is a file" in err and len(err.splitlines()) == 1
+    assert CALLS["n"] == 0 and CALLS["setup"] == 0 and not (tmp_path / "o").exists()
+
+
+def test_list_answers_without_importing_jax():
+    code = "import sys; from simrec import cli; cli.main(['list']); print('JAX' if 'jax' in sys.modules else 'no jax')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("no jax"), proc.stderr
+    for name in OWN_STUDIES:
+        assert name in proc.stdout
+
+
+def test_sweep_help_shows_the_sweeps_own_out_default(capsys):
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "runs/STUDY/sweep-FIELD" in text and "results/STUDY" not in text
 
 
 def test_sweep_writes_one_folder_per_value_and_a_stacked_table(toy_registry, tmp_path):

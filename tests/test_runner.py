@@ -302,6 +302,90 @@ def test_corrupt_cache_files_are_recomputed_with_a_warning_naming_them(tmp_path)
     json.loads(victim.read_text())                                  # rewritten whole
 
 
+@pytest.mark.parametrize("tamper, reason", [
+    (lambda e: {**e, "rows": []}, "do not match their digest"),
+    (lambda e: {**e, "rows": [row[:-1] for row in e["rows"]]}, "does not have the 4 declared columns"),
+    (lambda e: {**e, "rows": [row[:3] + ["x"] for row in e["rows"]]}, "column 'value' holds 'x', not float"),
+    (lambda e: {**e, "rows": [[row[0], True] + row[2:] for row in e["rows"]]}, "column 'draw' holds True, not int"),
+    (lambda e: {**e, "columns": ["rate", "draw", "value", "i"]}, "are not the declared"),
+    (lambda e: {**e, "cell": {"rate": 9.0, "draw": 0}}, "not {'rate'"),
+    (lambda e: {k: v for k, v in e.items() if k != "rows_sha256"}, "do not match their digest"),
+])
+def test_cache_entries_that_do_not_match_the_declared_columns_are_recomputed(tmp_path, tamper, reason):
+    first = runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    reference = _outputs(tmp_path / "out")
+    victim = sorted((tmp_path / ".simrec-cache" / "toy").glob("*.json"))[0]
+    victim.write_text(json.dumps(tamper(json.loads(victim.read_text())), allow_nan=True))
+    CALLS.update(n=0)
+    with pytest.warns(runner.CacheWarning, match=reason):
+        summary = runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    assert first.cells_computed == 3 and summary.cells_computed == 1 and CALLS["n"] == 1
+    assert _outputs(tmp_path / "out") == reference
+
+
+def _data_study(files=("set/ratings.csv",)):
+    """TOY whose cells add the number of lines of a real-data file to every value."""
+    from simrec import datafiles
+
+    def compute(key, config, cell, shared):
+        lines = len(datafiles.data_file(files[0]).read_text().splitlines())
+        return [{**row, "value": row["value"] + lines} for row in toy_compute(key, config, cell, shared)]
+    return replace(TOY, compute=compute, data_files=lambda config: list(files))
+
+
+def test_data_files_enter_the_address_so_edited_data_is_recomputed(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    (data / "set").mkdir(parents=True)
+    (data / "set" / "ratings.csv").write_text("a\nb\n")
+    monkeypatch.setenv("SIMREC_DATA", str(data))
+    study = _data_study()
+    runner.run(study, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    before = pd.read_csv(tmp_path / "out" / "records.csv")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    import hashlib
+    assert manifest["data"] == [{"file": "set/ratings.csv", "path": str(data / "set" / "ratings.csv"),
+                                 "bytes": 4, "sha256": hashlib.sha256(b"a\nb\n").hexdigest()}]
+    assert "`set/ratings.csv`: 4 bytes, sha256" in (tmp_path / "out" / "README.md").read_text()
+    (data / "set" / "ratings.csv").write_text("a\nb\nc\n")              # edited in place
+    CALLS.update(n=0)
+    summary = runner.run(study, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    assert summary.cells_computed == 3 and CALLS["n"] == 3
+    after = pd.read_csv(tmp_path / "out" / "records.csv")
+    np.testing.assert_allclose(after.value - before.value, 1.0)
+    other = tmp_path / "other"                                       # another folder, same bytes
+    (other / "set").mkdir(parents=True)
+    (other / "set" / "ratings.csv").write_text("a\nb\nc\n")
+    monkeypatch.setenv("SIMREC_DATA", str(other))
+    CALLS.update(n=0)
+    assert runner.run(study, ToyConfig(draws=1), out=tmp_path / "out", progress=False).cells_computed == 0
+
+
+def test_missing_data_is_an_error_unless_allowed_and_undeclared_files_are_refused(tmp_path, monkeypatch):
+    from simrec import datafiles
+    monkeypatch.setenv("SIMREC_DATA", str(tmp_path / "nothing"))
+    with pytest.raises(datafiles.MissingDataError, match=r"1 data file\(s\) not found .*set/ratings.csv.*"
+                                                         r"--allow-missing-data"):
+        runner.run(_data_study(), ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    assert CALLS["n"] == 0 and not (tmp_path / "out").exists()
+    skipping = replace(_data_study(), compute=toy_compute)
+    runner.run(skipping, ToyConfig(draws=1), out=tmp_path / "out", progress=False, allow_missing_data=True)
+    assert "`set/ratings.csv`: not found" in (tmp_path / "out" / "README.md").read_text()
+    (tmp_path / "d" / "set").mkdir(parents=True)
+    (tmp_path / "d" / "set" / "ratings.csv").write_text("a\n")
+    (tmp_path / "d" / "set" / "other.csv").write_text("a\n")
+    monkeypatch.setenv("SIMREC_DATA", str(tmp_path / "d"))
+    sneaky = replace(_data_study(("set/other.csv",)), data_files=lambda config: ["set/ratings.csv"])
+    with pytest.raises(datafiles.UndeclaredDataError, match="'set/other.csv', which its data_files do not list"):
+        runner.run(sneaky, ToyConfig(draws=1), out=tmp_path / "out2", progress=False)
+
+
+def test_the_manifest_names_the_head_commit_without_a_dirty_suffix(tmp_path):
+    runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["git_commit"] is None or not manifest["git_commit"].endswith("-dirty")
+    assert f"code version `{manifest['code_version']}`" in (tmp_path / "out" / "README.md").read_text()
+
+
 def test_report_fields_leave_the_cache_address_so_grid_points_are_shared(tmp_path):
     grid = replace(TOY, report_fields=("rates",))                   # rates only choose cells
     cache = tmp_path / "cache"
@@ -420,6 +504,7 @@ def test_a_second_run_into_a_locked_folder_refuses_before_computing(tmp_path):
             runner.run(TOY, ToyConfig(), out=tmp_path / "out", progress=False)
     assert CALLS["n"] == 0 and CALLS["setup"] == 0
     runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)     # lock released
+    assert not (tmp_path / ".out.lock").exists()                                 # and removed
 
 
 @pytest.mark.parametrize("make, message", [

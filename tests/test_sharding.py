@@ -87,7 +87,10 @@ def test_distributed_settings_from_flags_and_environment():
     slurm = {"SLURM_JOB_ID": "7", "SLURM_STEP_NODELIST": "n[1-2]", "SLURM_NTASKS": "2"}
     assert sharding.distributed_settings(environ=slurm) == "auto"
     assert sharding.distributed_settings(environ={**slurm, "SLURM_NTASKS": "1"}) is None   # one task
-    assert sharding.distributed_settings(environ={"JAX_COORDINATOR_ADDRESS": "n1:1234"}) == "auto"
+    with pytest.raises(sharding.DistributedError, match="JAX_COORDINATOR_ADDRESS=n1:1234 is set but not this "
+                                                       "process's place in the run: add --num-processes N"):
+        sharding.distributed_settings(environ={"JAX_COORDINATOR_ADDRESS": "n1:1234"})
+    assert sharding.distributed_settings(None, 2, 1, environ={"JAX_COORDINATOR_ADDRESS": "n1:1234"}) == ("n1:1234", 2, 1)
     assert sharding.distributed_settings(environ={"OMPI_MCA_orte_hnp_uri": "x", "OMPI_COMM_WORLD_SIZE": "3"}) == "auto"
 
 
@@ -171,3 +174,55 @@ def test_cli_tables_byte_identical_on_1_and_8_devices(tmp_path):
     machines = [json.loads((outs[n] / "manifest.json").read_text())["machine"] for n in (1, 8)]
     assert [m["device_count"] for m in machines] == [1, 8]
     assert [m["processes"] for m in machines] == [1, 1] and machines[0]["device_kind"] == ["cpu"]
+
+
+# ---- the processes of a run: who is missing, and the same command everywhere -------------------
+
+def _one_line_error(proc: subprocess.Popen, timeout: float = 300) -> str:
+    """The single stderr line of a process that must stop with status 2 and print nothing else."""
+    out, err = proc.communicate(timeout=timeout)
+    lines = [line for line in err.splitlines() if line.startswith("simrec: error:")]
+    assert proc.returncode == 2, err[-3000:]
+    assert len(lines) == 1 and "Traceback" not in err and out == "", (out, err[-3000:])
+    return lines[0]
+
+
+def test_processes_started_with_different_seeds_stop_with_one_line_each(tmp_path):
+    """Two processes of one run, the second with another --seed: before any cell both stop with the
+    same one-line error naming the field (and gloo's messages are not on stdout)."""
+    port = _free_port()
+    command = ["-m", "simrec", "run", "counterexample", "--preset", "smoke", "--out", str(tmp_path / "out"),
+               "--quiet", "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--peer-timeout", "120"]
+    first, second = (_start(command + ["--process-id", "0"], 1),
+                     _start(command + ["--process-id", "1", "--seed", "1"], 1))
+    try:
+        messages = [_one_line_error(p) for p in (first, second)]
+    finally:
+        for p in (first, second):
+            if p.poll() is None:
+                p.kill()
+    for message in messages:
+        assert "process 1 differs in seed" in message and "same command" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_missing_process_is_named_and_the_wait_times_out_in_one_line(tmp_path):
+    port = _free_port()
+    alone = _start(["-m", "simrec", "run", "counterexample", "--preset", "smoke", "--out", str(tmp_path / "out"),
+                    "--coordinator", f"127.0.0.1:{port}", "--num-processes", "3", "--process-id", "0",
+                    "--peer-timeout", "6"], 1)
+    message = _one_line_error(alone, timeout=120)
+    assert "timed out after 6 s waiting for process(es) 1, 2 of 3" in message and "--peer-timeout" in message
+    late = _start(["-m", "simrec", "run", "counterexample", "--coordinator", f"127.0.0.1:{_free_port()}",
+                   "--num-processes", "2", "--process-id", "1", "--peer-timeout", "3"], 1)
+    message = _one_line_error(late, timeout=120)
+    assert "process 0 did not answer" in message and "--process-id 0" in message
+
+
+def test_processes_that_disagree_on_the_count_stop_in_one_line():
+    port = _free_port()
+    host = _start(["-c", f"from simrec import sharding; sharding.rendezvous('127.0.0.1:{port}', 2, 0, timeout=60)"], 1)
+    peer = _start(["-c", f"from simrec import sharding; sharding.rendezvous('127.0.0.1:{port}', 3, 1, timeout=60)"], 1)
+    for p in (host, peer):
+        _, err = p.communicate(timeout=120)
+        assert p.returncode != 0 and "process 1 was started with --num-processes 3, process 0 with 2" in err

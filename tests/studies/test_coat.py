@@ -14,7 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 from simrec import data, metrics, runner, stats
-from simrec_studies import _data, coat
+from simrec import datafiles as _data
+from simrec_studies import coat
 from tests.test_data import write_coat
 
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from simrec import runner
-from simrec_studies import _data, open_bandit
+from simrec import datafiles as _data
+from simrec_studies import open_bandit
 from tests.test_obp import fake_log, write_open_bandit
 
 N_ITEMS, ROWS = 8, 6000

@@ -1,11 +1,11 @@
-"""Where studies find real data: --data-dir / SIMREC_DATA, else ../shared/data of the checkout."""
+"""simrec.datafiles: where studies find real data: --data-dir / SIMREC_DATA, else ../shared/data of the checkout."""
 import argparse
 import os
 
 import pytest
 
 from simrec import cli
-from simrec_studies import _data
+from simrec import datafiles as _data
 
 
 def test_the_environment_variable_wins_and_missing_files_warn_in_one_line(tmp_path, monkeypatch):
@@ -13,9 +13,9 @@ def test_the_environment_variable_wins_and_missing_files_warn_in_one_line(tmp_pa
     (tmp_path / "ml-latest-small" / "ratings.csv").write_text("userId,movieId,rating,timestamp\n")
     monkeypatch.setenv(_data.DATA_ENV, str(tmp_path))
     assert _data.data_root() == tmp_path
-    assert _data.real_data_file("ml-latest-small/ratings.csv") == tmp_path / "ml-latest-small" / "ratings.csv"
+    assert _data.data_file("ml-latest-small/ratings.csv") == tmp_path / "ml-latest-small" / "ratings.csv"
     with pytest.warns(_data.MissingDataWarning, match="coat/train.ascii not found.*--data-dir"):
-        assert _data.real_data_file("coat/train.ascii") is None
+        assert _data.data_file("coat/train.ascii") is None
     assert str(tmp_path / "coat" / "train.ascii") in _data.skipped_note("coat/train.ascii")
 
 
