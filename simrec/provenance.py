@@ -82,7 +82,8 @@ def _data_reasons(manifest: dict, declared: list[str]) -> tuple[list[str], list[
     recorded = {entry.get("file"): entry.get("sha256") for entry in manifest.get("data") or []}
     stale, absent = [], []
     if "data" not in manifest and declared:
-        stale.append(f"data not recorded (the study reads {', '.join(declared)})")
+        files = ", ".join(declared) if len(declared) <= 3 else f"{len(declared)} files"
+        stale.append(f"data not recorded (the study reads {files})")
         return stale, absent
     for name in sorted(set(declared) - set(recorded)):
         stale.append(f"data file {name} is read now but was not then")

@@ -321,3 +321,27 @@ def test_sigint_of_a_real_run_is_reported_truthfully(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "no cell had finished, so nothing is cached" in err and "Traceback" not in err
+
+
+def test_a_study_whose_data_is_missing_exits_2_unless_allowed(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = ["run", "coat", "--preset", "smoke", "--data-dir", str(empty), "--out", str(tmp_path / "o"), "--quiet"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "study 'coat': 3 data file(s) not found below" in err and "--allow-missing-data" in err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
+    with pytest.warns(UserWarning, match="coat/train.ascii not found"):
+        assert cli.main(argv + ["--allow-missing-data"]) == 0
+    assert "`coat/train.ascii`: not found" in (tmp_path / "o" / "README.md").read_text()
+
+
+def test_a_corrupt_ratings_file_read_in_a_studys_setup_is_one_line(tmp_path, capsys):
+    (tmp_path / "ml-latest-small").mkdir()
+    (tmp_path / "ml-latest-small" / "ratings.csv").write_text(
+        "userId,movieId,rating,timestamp\n1,1,4.0,964982703\n1,3,4.0,964981247\n1,6,four,964982224\n")
+    argv = ["run", "disagreement", "--preset", "smoke", "--set", "ratings_file=ml-latest-small/ratings.csv",
+            "--data-dir", str(tmp_path), "--out", str(tmp_path / "o"), "--quiet"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "ratings.csv, line 4" in err and "four" in err and len(err.splitlines()) == 1 and "Traceback" not in err

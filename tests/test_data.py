@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from simrec.data import (COAT_FILES, Interactions, binarize, densify_top, filter_min_counts,
                          filter_ratings, item_index, load_coat, load_interactions, user_index)
-from simrec_studies._data import data_root
+from simrec.datafiles import data_root
 
 REAL_RATINGS = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ml-latest-small"
                 / "ratings.csv")

@@ -1,5 +1,6 @@
 """simrec.datafiles: where studies find real data: --data-dir / SIMREC_DATA, else ../shared/data of the checkout."""
 import argparse
+import json
 import os
 
 import pytest
@@ -34,3 +35,33 @@ def test_data_dir_flag_sets_the_environment_for_the_run(tmp_path, monkeypatch):
     cli._set_data_dir(argparse.Namespace(data_dir=str(tmp_path)))
     assert os.environ[_data.DATA_ENV] == str(tmp_path.absolute())
     assert _data.data_root() == tmp_path.absolute()
+
+
+def test_digests_are_computed_once_per_path_size_and_modification_time(tmp_path, monkeypatch):
+    import hashlib
+    path = tmp_path / "ratings.csv"
+    path.write_bytes(b"1,2,3\n")
+    store = tmp_path / "digests.json"
+    assert _data.file_digest(path, store) == hashlib.sha256(b"1,2,3\n").hexdigest()
+    assert json.loads(store.read_text())[str(path)]["sha256"] == hashlib.sha256(b"1,2,3\n").hexdigest()
+    stat = path.stat()
+    path.write_bytes(b"9,9,9\n")                        # same size; restore the modification time
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    monkeypatch.setattr(_data, "_digests", {})          # a new process: only the store remembers
+    assert _data.file_digest(path, store) == hashlib.sha256(b"1,2,3\n").hexdigest()
+    path.write_bytes(b"9,9,9,9\n")                      # a new size: hashed again
+    assert _data.file_digest(path, store) == hashlib.sha256(b"9,9,9,9\n").hexdigest()
+
+
+def test_describe_lists_present_and_absent_files_once(tmp_path, monkeypatch):
+    monkeypatch.setenv(_data.DATA_ENV, str(tmp_path))
+    (tmp_path / "a.csv").write_text("x\n")
+    found = _data.describe(["a.csv", "", "b.csv", "a.csv"])
+    assert [(f.file, f.bytes, f.present) for f in found] == [("a.csv", 2, True), ("b.csv", None, False)]
+    with pytest.raises(_data.MissingDataError, match="study 'toy': 1 data file.*b.csv.*--allow-missing-data"):
+        _data.require(found, "toy")
+    with _data.declared(["a.csv"]):
+        assert _data.data_file("a.csv") == tmp_path / "a.csv"
+        with pytest.raises(_data.UndeclaredDataError, match="'b.csv'"):
+            _data.data_file("b.csv")
+    assert _data.data_file("a.csv") == tmp_path / "a.csv"          # outside a run: any file

@@ -159,7 +159,7 @@ def test_cli_runs_a_real_smoke_study_on_a_local_two_worker_cluster(tmp_path, clu
 
     base = ["run", "counterexample", "--preset", "smoke", "--quiet"]
     assert cli.main([*base, "--out", str(tmp_path / "a" / "local")]) == 0
-    monkeypatch.setattr(cli, "open_executor", open_executor)
+    monkeypatch.setattr(executor, "open_executor", open_executor)
     assert cli.main([*base, "--out", str(tmp_path / "b" / "dask"), "--executor", "dask", "--workers", "2"]) == 0
     local, dask = _outputs(tmp_path / "a" / "local"), _outputs(tmp_path / "b" / "dask")
     assert len([f for f in local if f.startswith("table")]) >= 3 and local == dask

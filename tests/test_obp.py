@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from simrec import data, feed, obp, ope
-from simrec_studies._data import data_root
+from simrec.datafiles import data_root
 
 SAMPLE = data_root() / "open-bandit-sample"
 

@@ -11,7 +11,8 @@ import pytest
 
 from simrec import missing, runner
 from simrec.world import WorldConfig
-from simrec_studies import _data, disagreement
+from simrec import datafiles as _data
+from simrec_studies import disagreement
 from tests.test_stats import brute_inversion_rate
 
 
