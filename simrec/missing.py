@@ -39,8 +39,8 @@ from simrec import validate
 from simrec.world import World, quality, quality_pairs, user_blocks
 
 __all__ = [
-    "DEFAULT_OBSERVATION_RATE", "prior_relevant", "user_rates", "observe_srs",
-    "observe_mnar_popularity", "observe_mnar_quality", "expected_observed_count",
+    "DEFAULT_OBSERVATION_RATE", "prior_relevant", "prior_relevant_nbytes", "user_rates",
+    "observe_srs", "observe_mnar_popularity", "observe_mnar_quality", "expected_observed_count",
     "calibrate_offset", "Split", "split_per_user", "UserSplit", "split_users", "split_steck",
     "sample_unrated",
 ]
@@ -79,6 +79,15 @@ def _csr_from_blocks(masks: Sequence[np.ndarray], n_cols: int) -> sp.csr_matrix:
                          shape=(len(indptr) - 1, n_cols))
 
 
+def prior_relevant_nbytes(n_users: int, n_items: int, block_size: int) -> int:
+    """Bytes `prior_relevant` holds at once before its CSR output: the dense bool rows of all
+    users (U * I) and one block's f32 uniforms, matrix product and quality and its bool mask
+    (13 bytes per pair of a block of min(block_size, U) users). A lower bound: the CSR built at
+    the end (about 21 bytes per relevant pair while it is assembled) is not known beforehand."""
+    n_users, n_items, block_size = (int(n) for n in (n_users, n_items, block_size))
+    return n_users * n_items + 13 * min(block_size, n_users) * n_items
+
+
 def prior_relevant(key: jax.Array, world: World, *, model: str = "bernoulli",
                    threshold: float = 0.5, block_size: int = 1024) -> sp.csr_matrix:
     """Prior-relevant sets P+ (Lim §2.1) of every user.  Returns bool CSR [U, I].
@@ -86,11 +95,16 @@ def prior_relevant(key: jax.Array, world: World, *, model: str = "bernoulli",
     model="bernoulli": (u, i) in P+ independently with probability q(u, i); the uniform numbers of
         user u come from fold_in(key, u), so the result does not depend on `block_size`.
     model="threshold": (u, i) in P+ iff q(u, i) >= threshold (deterministic; key unused).
-    Memory is O(block_size * I) besides the output.
+    Memory: the dense bool rows of every block (U * I bytes) until the CSR is built, plus
+    `prior_relevant_nbytes` per block; refused beforehand when that exceeds the available memory
+    (`simrec.validate.fits_in_memory`).
     """
     validate.choice("model", model, ("bernoulli", "threshold"))
     if model == "threshold":
         validate.probability("threshold", threshold, low_open=True, high_open=True)
+    validate.integer("block_size", block_size, low=1)
+    validate.fits_in_memory(f"prior_relevant: P+ of {world.n_users:,} users x {world.n_items:,} items",
+                            prior_relevant_nbytes(world.n_users, world.n_items, block_size))
     masks = []
     width = min(block_size, world.n_users)
     for users in user_blocks(world.n_users, block_size):
@@ -454,11 +468,15 @@ def sample_unrated(key: jax.Array, rated, n: int) -> sp.csr_matrix:
 
     rated: bool [U, I] (sparse or dense), every item the user has rated. Returns bool CSR [U, I]
     with sorted indices, disjoint from `rated`. Item i of user u is ordered by the (u·I + i)-th
-    uniform of `key`, so the draw depends on (key, rated, n) only. O(U·I) time and memory.
+    uniform of `key`, so the draw depends on (key, rated, n) only. O(U·I) time and memory: 32
+    bytes per (user, item) pair at the peak (the 53-bit uniforms as they are assembled), refused
+    beforehand when that exceeds the available memory (`simrec.validate.fits_in_memory`).
     """
     rated = _as_relevance(rated, "rated")
     n = validate.integer("n", n, low=1)
     n_users, n_items = rated.shape
+    validate.fits_in_memory(f"sample_unrated: uniforms for {n_users:,} users x {n_items:,} items",
+                            32 * n_users * n_items)
     scores = _uniforms(key, n_users * n_items).reshape(n_users, n_items)
     scores[_entry_rows(rated), rated.indices] = np.inf          # rated items are never drawn
     if n < n_items:

@@ -29,9 +29,12 @@ for `simrec.metrics`, `quality_fn` is an `ItemFn` for the feed (`simrec.feed.Sce
 and `prior_relevant_block` / `observe_srs_block` / `observe_mnar_quality_block` sample Lim et
 al.'s P+ and O+ (`simrec.missing`) for a block of users with keys fold_in(key, u), so a user's
 sets do not depend on the block it is sampled in. Memory: O(block * items) or O(block * d),
-never users x items. Day-to-day drift (`simrec.world.drift`) applies to a materialised world;
-the sampling of session users (`simrec.world.sample_users`) needs the O(U) activity vector,
-`user_log_activity(world, arange(U))`.
+never users x items, except `prior_relevant`, which holds the dense bool rows (U * I bytes) of
+the users it samples until its CSR is built. Every function that allocates a block, a
+materialised world or those rows first estimates the bytes and refuses, in one line, what
+exceeds the available memory (`simrec.validate.fits_in_memory`). Day-to-day drift
+(`simrec.world.drift`) applies to a materialised world; the sampling of session users
+(`simrec.world.sample_users`) needs the O(U) activity vector, `user_log_activity(world, arange(U))`.
 """
 from __future__ import annotations
 
@@ -46,8 +49,8 @@ import scipy.sparse as sp
 
 from simrec import validate
 from simrec.feed.policies import ItemFn
-from simrec.missing import _csr_from_blocks, _observed_sizes, _rates
-from simrec.world import World, WorldConfig, user_blocks, world_config
+from simrec.missing import _csr_from_blocks, _observed_sizes, _rates, prior_relevant_nbytes
+from simrec.world import World, WorldConfig, user_blocks, world_config, world_nbytes
 
 __all__ = [
     "ProceduralWorld", "make_procedural", "user_factors", "item_factors", "item_bias",
@@ -274,7 +277,15 @@ def _logit_block(scale, offset, x: jax.Array, y: jax.Array, b: jax.Array) -> jax
     return _logit(scale, offset, x[:, None, :], y[None], b[None])
 
 
+def _check_block_memory(what: str, n_users: int, n_items: int, bytes_per_pair: int) -> None:
+    """Refuse a block of n_users x n_items pairs of `bytes_per_pair` beyond the available memory."""
+    validate.fits_in_memory(f"{what} of {n_users:,} users x {n_items:,} items",
+                            bytes_per_pair * n_users * n_items)
+
+
 def _block_logit(world: ProceduralWorld, users: jax.Array, items: jax.Array) -> jax.Array:
+    if not isinstance(users, jax.core.Tracer) and not isinstance(items, jax.core.Tracer):
+        _check_block_memory("quality block", users.shape[0], items.shape[0], 2 * 4)  # logit, q
     return _logit_block(world.affinity_scale, world.offset, _user_factors(world, users),
                         _item_factors(world, items), _item_bias(world, items))
 
@@ -344,7 +355,11 @@ def _chunked(fn, world: ProceduralWorld, n: int) -> jax.Array:
 def materialise(world: ProceduralWorld) -> World:
     """The `simrec.world.World` holding exactly the numbers of the block functions (factors, item
     bias and user activity are bit-identical to `user_factors`, `item_factors`, `item_bias`,
-    `user_log_activity`). Memory O((U + I) d): for worlds that fit in one process."""
+    `user_log_activity`). Memory O((U + I) d) (`simrec.world.world_nbytes`): for worlds that fit
+    in one process; refused beforehand when they do not (`simrec.validate.fits_in_memory`)."""
+    validate.fits_in_memory(f"materialise: a world of {world.n_users:,} users x {world.n_items:,} "
+                            f"items (dim {world.dim})",
+                            world_nbytes(world.n_users, world.n_items, world.dim))
     return World(user_factors=_chunked(_user_factors, world, world.n_users),
                  item_factors=_chunked(_item_factors, world, world.n_items),
                  item_bias=_chunked(_item_bias, world, world.n_items),
@@ -358,10 +373,13 @@ def score_function(world: ProceduralWorld, *, logit: bool = True):
     logit q(u, i) (or q itself with logit=False; the logit never saturates, so it ranks without
     float32 ties). The item factors and biases are drawn once here (O(I d) memory); each call
     then costs O(B I). Values equal `quality_logit(world, users)` / `quality(world, users)`."""
+    validate.fits_in_memory(f"score_function: the item factors of {world.n_items:,} items "
+                            f"(dim {world.dim})", 4 * world.n_items * (world.dim + 1))
     y, b = _chunked(_item_factors, world, world.n_items), _chunked(_item_bias, world, world.n_items)
 
     def score(users) -> np.ndarray:
         x = _user_factors(world, _block_users(world, users))
+        _check_block_memory("score_function scores", x.shape[0], world.n_items, 2 * 4)
         block = _logit_block(world.affinity_scale, world.offset, x, y, b)
         return np.asarray(block if logit else jax.nn.sigmoid(block))
 
@@ -403,12 +421,14 @@ def prior_relevant_block(key: jax.Array, world: ProceduralWorld, users, *,
 
     model="bernoulli": (u, i) in P+ independently with probability q(u, i), uniforms of user u
     from fold_in(key, u) (independent of the block); "threshold": q(u, i) >= threshold.
-    users: i32[B].  Returns bool[B, I]; memory O(B I).
+    users: i32[B].  Returns bool[B, I]; memory O(B I): 13 bytes per pair (f32 uniforms, logit and
+    quality, bool result).
     """
     validate.choice("model", model, ("bernoulli", "threshold"))
     users = _block_users(world, users)
     if model == "threshold":
         validate.probability("threshold", threshold, low_open=True, high_open=True)
+    _check_block_memory("prior_relevant_block", users.shape[0], world.n_items, 13)
     q = jax.nn.sigmoid(_block_logit(world, users, jnp.arange(world.n_items, dtype=jnp.int32)))
     if model == "threshold":
         return q >= jnp.float32(threshold)
@@ -419,11 +439,15 @@ def prior_relevant(key: jax.Array, world: ProceduralWorld, users=None, *,
                    model: str = "bernoulli", threshold: float = 0.5,
                    block_size: int = 1024) -> sp.csr_matrix:
     """P+ of `users` (default all) as bool CSR [len(users), I], built block by block from
-    `prior_relevant_block` (row n is user users[n]); memory O(block_size I) besides the output.
-    On a materialised world with users = all, equal to `simrec.missing.prior_relevant`."""
+    `prior_relevant_block` (row n is user users[n]); memory: the dense bool rows of `users`
+    (len(users) * I bytes) until the CSR is built, plus O(block_size I) per block
+    (`simrec.missing.prior_relevant_nbytes`, checked beforehand). On a materialised world with
+    users = all, equal to `simrec.missing.prior_relevant`."""
     users = np.arange(world.n_users, dtype=np.int32) if users is None else \
         np.asarray(_block_users(world, users))
     width = min(validate.integer("block_size", block_size, low=1), max(len(users), 1))
+    validate.fits_in_memory(f"prior_relevant: P+ of {len(users):,} users x {world.n_items:,} items",
+                            prior_relevant_nbytes(len(users), world.n_items, width))
     masks = []
     for rows in user_blocks(len(users), width):
         padded = np.pad(users[rows], (0, width - len(rows)), mode="edge")   # one compiled shape
@@ -451,6 +475,7 @@ def _observe(key, users, prior, rate, log_weights) -> jax.Array:
     if prior.ndim != 2 or users.shape != prior.shape[:1]:
         raise ValueError(f"prior must be bool[B, I] with one row per user of users (i32[B]), got "
                          f"prior {prior.shape} and users {users.shape}")
+    _check_block_memory("observe block", prior.shape[0], prior.shape[1], 17)   # 4 x f32/i32 + bool
     counts = np.asarray(prior.sum(axis=1))
     sizes = _observed_sizes(counts, _rates(rate, prior.shape[0]))
     uniforms = _row_uniforms(key, users, prior.shape[1], jnp.finfo(jnp.float32).tiny)

@@ -258,3 +258,70 @@ def relevance_mask(name: str, array, shape: Sequence[int | None] | None = None):
     matrix.eliminate_zeros()
     matrix.sort_indices()
     return matrix
+
+
+# --------------------------------------------------------------------------------------------
+# Memory: refuse an allocation that cannot fit, before making it
+# --------------------------------------------------------------------------------------------
+# Self-contained (its own imports) so that it merges beside other additions to this module.
+
+import os  # noqa: E402
+
+from simrec.config import ConfigError  # noqa: E402
+
+#: environment variable: the memory limit in GB (1e9 bytes) used instead of the available memory
+MEMORY_LIMIT_ENV = "SIMREC_MEMORY_LIMIT_GB"
+
+
+class MemoryLimitError(MemoryError, ConfigError):
+    """An allocation estimated to exceed the memory limit (`fits_in_memory`). A MemoryError, and a
+    ValueError through `simrec.config.ConfigError`, so the ``simrec`` command prints its one line
+    without a traceback."""
+
+
+def memory_limit() -> tuple[int, str]:
+    """(bytes, where the number comes from): ``$SIMREC_MEMORY_LIMIT_GB`` when set (GB of 1e9
+    bytes, a finite number >= 0), else MemAvailable of /proc/meminfo, else the machine's physical
+    memory (``os.sysconf``)."""
+    text = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if text:
+        try:
+            gb = float(text)
+        except ValueError:
+            gb = math.nan
+        if not (math.isfinite(gb) and gb >= 0):
+            raise ConfigError(f"{MEMORY_LIMIT_ENV} must be a finite number of GB >= 0, got {text!r}; "
+                              "unset it to use the available memory")
+        return int(gb * 1e9), MEMORY_LIMIT_ENV
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "MemAvailable"
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "physical memory"
+
+
+def fits_in_memory(what: str, nbytes: int) -> int:
+    """Refuse an allocation before making it: `nbytes` (the bytes the caller's arrays hold at
+    once, e.g. U * I * itemsize summed over them, from concrete Python ints) against
+    `memory_limit`. Returns nbytes, or raises `MemoryLimitError` in one line stating the estimate,
+    the limit and the fix. Host code only, never inside jit."""
+    if isinstance(nbytes, (bool, np.bool_)) or not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+        raise ValueError(f"nbytes must be an integer >= 0 (bytes), got {_got(nbytes)}")
+    nbytes = int(nbytes)
+    limit, source = memory_limit()
+    if nbytes > limit:
+        def gb(n: int) -> str:
+            return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e9:.2g} GB"
+        have = (f"the limit of {gb(limit)} set by {MEMORY_LIMIT_ENV}" if source == MEMORY_LIMIT_ENV
+                else f"the {gb(limit)} available ({source}; {MEMORY_LIMIT_ENV} overrides it)")
+        raise MemoryLimitError(
+            f"{what} needs an estimated {gb(nbytes)} of memory, more than {have}; use smaller "
+            "n_users / n_items, or a simrec.procedural world, which is never materialised "
+            "(computed per block of users)")
+    return nbytes
+
+
+__all__ += ["MEMORY_LIMIT_ENV", "MemoryLimitError", "memory_limit", "fits_in_memory"]

@@ -22,7 +22,9 @@ sampling followed by the default SRS observation model reproduces the dataset si
 `sample_users`); it does not enter q.
 
 The whole catalogue is only ever materialised for a block of users (`quality`, `user_blocks`), so
-a 20k x 20k world needs O(block_size * n_items) memory.
+a 20k x 20k world needs O(block_size * n_items) memory; `make_world`, `quality` and
+`quality_logit` estimate the memory they will hold and refuse, in one line, what exceeds the
+available memory (`simrec.validate.fits_in_memory`, overridden by $SIMREC_MEMORY_LIMIT_GB).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ from simrec import validate
 __all__ = [
     "World", "WorldConfig", "PRESETS", "PAPER_OBSERVED_POSITIVES", "world_config", "make_world", "quality",
     "quality_logit",
-    "quality_pairs", "drift", "sample_users", "user_blocks",
+    "quality_pairs", "drift", "sample_users", "user_blocks", "world_nbytes",
 ]
 
 
@@ -139,13 +141,25 @@ def world_config(config: WorldConfig | str) -> WorldConfig:
     return config
 
 
+def world_nbytes(n_users: int, n_items: int, dim: int) -> int:
+    """Bytes a materialised `World` holds while it is drawn: f32 user and item factors
+    (U + I) x d, item bias and user log-activity, and `make_world`'s i32 popularity permutation
+    and f32 log-ranks of the items.  O((U + I) d), never U x I."""
+    n_users, n_items, dim = (int(n) for n in (n_users, n_items, dim))
+    return 4 * ((n_users + n_items) * dim + n_users + 3 * n_items)
+
+
 def make_world(key: jax.Array, config: WorldConfig | str) -> World:
     """Draw a `World` from `config` (a `WorldConfig` or a name in `PRESETS`).
 
     Keys: fold_in(key, 0..3) for user factors, item factors, the popularity order and the user
-    activity, so each part is reproducible on its own.
+    activity, so each part is reproducible on its own. Refuses (`simrec.validate.fits_in_memory`)
+    a world whose arrays (`world_nbytes`) exceed the available memory.
     """
     config = world_config(config)
+    validate.fits_in_memory(f"make_world: a world of {config.n_users:,} users x {config.n_items:,} "
+                            f"items (dim {config.dim})",
+                            world_nbytes(config.n_users, config.n_items, config.dim))
     return _draw_world(key, config.n_users, config.n_items, config.dim,
                        jnp.float32(config.affinity_scale), jnp.float32(config.popularity_exponent),
                        jnp.float32(config.offset), jnp.float32(config.activity_scale))
@@ -172,12 +186,21 @@ def _check_indices(indices, size: int, name: str) -> None:
         validate.indices(name, indices, size, f"{name} in the world")
 
 
+def _check_block_memory(users, n_items: int, what: str) -> None:
+    """Refuse a users x items block beyond the available memory (`simrec.validate.fits_in_memory`):
+    the f32 matrix product and the f32 result, [B, I] each. Concrete users only (not under jit)."""
+    if not isinstance(users, jax.core.Tracer):
+        n = int(np.size(users))
+        validate.fits_in_memory(f"{what} of {n:,} users x {n_items:,} items", 2 * 4 * n * n_items)
+
+
 def quality(world: World, users) -> jax.Array:
     """True quality of every item for a block of users, formula (1).
 
     users: i32[B] user indices.  Returns f32[B, I] with entries in [0, 1].
     """
     _check_indices(users, world.n_users, "users")
+    _check_block_memory(users, world.n_items, "quality")
     return _quality(world, users)
 
 
@@ -188,6 +211,7 @@ def quality_logit(world: World, users) -> jax.Array:
     oracle rankers without the sigmoid's saturation).
     """
     _check_indices(users, world.n_users, "users")
+    _check_block_memory(users, world.n_items, "quality_logit")
     return _quality_logit(world, users)
 
 

@@ -87,7 +87,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from simrec import data, metrics, missing, models, stats
+from simrec import data, metrics, missing, models, stats, validate
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit, user_blocks
 from simrec.datafiles import data_file, skipped_note
@@ -226,6 +226,10 @@ def _item_exposure(key, n_items: int, sigma: float) -> np.ndarray:
 def _stars(key, config: ProtocolsConfig) -> np.ndarray:
     """The complete ratings: the world's true logit cut at its `star_shares` quantiles.
     f32[U, I] in 1..5."""
+    n_users, n_items, cuts = config.world.n_users, config.world.n_items, len(config.star_shares) - 1
+    validate.fits_in_memory(f"protocols: the complete ratings of {n_users:,} users x {n_items:,} items "
+                            "(f32 logit, its bool comparisons with the cuts, their i64 count, f32 stars)",
+                            (4 + cuts + 8 + 4) * n_users * n_items)
     world = make_world(shared_key(key, "world"), config.world)
     logit = np.concatenate([np.asarray(quality_logit(world, users))
                             for users in user_blocks(world.n_users, 512)])
@@ -237,6 +241,9 @@ def _observe(key, config: ProtocolsConfig, stars: np.ndarray,
              exposure_sigma: float = 0.0) -> sp.csr_matrix:
     """Observed ratings CSR [U, I]: P(observed) = min(observe_probability[r - 1] e_i, 1) with
     e = `_item_exposure` (1 when exposure_sigma = 0); the same uniforms for every sigma."""
+    validate.fits_in_memory(f"protocols: observing {stars.shape[0]:,} users x {stars.shape[1]:,} items "
+                            "(f64 probabilities, f32 uniforms, bool mask, f64 observed)",
+                            (8 + 4 + 1 + 8) * stars.size)
     probability = np.asarray(config.observe_probability)[stars.astype(int) - 1]
     if exposure_sigma > 0:
         probability = np.minimum(probability * _item_exposure(key, stars.shape[1], exposure_sigma), 1)

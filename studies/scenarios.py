@@ -64,7 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from simrec import feed, missing, models
+from simrec import feed, missing, models, validate
 from simrec.runner import ConfigError, shared_key
 from simrec.world import World, WorldConfig, drift, make_world, quality_logit
 
@@ -342,7 +342,9 @@ class Platform:
 
 def _scores_table(model: models.Model) -> np.ndarray:
     """f32[U, A] scores of a fitted model for every user (`simrec.models.score`, in user blocks)."""
-    n_users = model.params.user.shape[0]
+    n_users, n_items = model.params.user.shape[0], model.params.item_bias.shape[0]
+    validate.fits_in_memory(f"scenarios: a scores table of {n_users:,} users x {n_items:,} items "
+                            "(f32 blocks and their concatenation)", 8 * n_users * n_items)
     return np.concatenate([np.asarray(models.score(model, np.arange(s, min(s + 1024, n_users))))
                            for s in range(0, n_users, 1024)])
 
@@ -411,6 +413,9 @@ def scores(platform_: Platform, ranker: Ranker) -> feed.ItemFn:
         return feed.from_table(_scores_table(models.fit(None, models.PopularitySpec(), platform_.observed)))
     if isinstance(ranker, NoisyOracle):
         world = platform_.world
+        validate.fits_in_memory(f"scenarios: a noisy oracle of {world.n_users:,} users x {world.n_items:,} "
+                                "items (f32 noise, logit, scaled noise and scores)",
+                                16 * world.n_users * world.n_items)
         noise = jax.random.normal(jax.random.fold_in(platform_.noise_key, ranker.draw),
                                   (world.n_users, world.n_items))
         logit = quality_logit(world, jnp.arange(world.n_users))
@@ -511,6 +516,9 @@ def day(platform_: Platform, level: str, d: int) -> Day:
     if dr.view_walk > 0:
         log_length = log_length + dr.view_walk * float(walk(platform_, "view", d)[0])
     shifts = jnp.array([sg.like_shift, sg.watch_shift], jnp.float32) + dr.engagement * z_e
+    validate.fits_in_memory(f"scenarios: a day's quality tables of {world.n_users:,} users x "
+                            f"{world.n_items:,} items (f32 logit, its product and one table per signal)",
+                            4 * (2 + len(SIGNALS)) * world.n_users * world.n_items)
     quality = np.asarray(_day_quality(world, jnp.array([sg.like_slope, sg.watch_slope], jnp.float32), shifts))
     activity = np.asarray(jax.nn.softmax(world.user_log_activity), np.float64)
     scenario = feed.Scenario(_day_view(lv, log_length), tuple(feed.from_table(q) for q in quality),

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from simrec import metrics, missing
+from simrec import metrics, missing, validate
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit
 
@@ -92,7 +92,11 @@ class Shared:
 
 def setup(key, config: UnbiasednessConfig) -> Shared:
     """The world, P+ and the two scorers — a noisy oracle (true logit + oracle_noise N(0, 1)) and
-    popularity (item counts in P+, so it ties a lot) — with their metrics on the complete P+."""
+    popularity (item counts in P+, so it ties a lot) — with their metrics on the complete P+.
+    Refuses, before any work, a world whose dense [U, I] oracle arrays exceed the memory."""
+    n_users, n_items = config.world.n_users, config.world.n_items
+    validate.fits_in_memory(f"unbiasedness: the noisy oracle of {n_users:,} users x {n_items:,} items "
+                            "(f32 logit, noise, scaled noise and scores)", 16 * n_users * n_items)
     world = make_world(shared_key(key, "world"), config.world)
     prior = missing.prior_relevant(shared_key(key, "prior"), world)
     noise_key = shared_key(key, "oracle noise")
