@@ -585,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
 #: it was already, since an error of an unloaded module cannot have been raised)
 USER_ERRORS = (("simrec.runner", ("RecordError",)), ("simrec.output", ("OutputError",)),
                ("simrec.executor", ("ExecutorError",)), ("simrec.sharding", ("DistributedError",)),
-               ("simrec.datafiles", ("MissingDataError", "UndeclaredDataError")), ("simrec.data", ("DataError",)))
+               ("simrec.datafiles", ("MissingDataError", "UndeclaredDataError")), ("simrec.data", ("DataError",)),
+               ("simrec.validate", ("MemoryLimitError",)))
 
 
 def _user_errors() -> tuple[type, ...]:

@@ -24,16 +24,20 @@ which work on tracers too) with `has_shape`.
 from __future__ import annotations
 
 import math
+import os
 from typing import Sequence
 
 import jax
 import numpy as np
 import scipy.sparse as sp
 
+from simrec.config import ConfigError
+
 __all__ = [
     "ArgumentTypeError", "is_concrete", "integer", "finite", "positive", "probability",
     "in_unit_interval", "choice", "finite_values", "no_nan", "probabilities", "matrix_shape",
-    "table_rows", "has_shape", "indices", "relevance_mask",
+    "table_rows", "has_shape", "indices", "relevance_mask", "MEMORY_LIMIT_ENV", "MemoryLimitError",
+    "memory_limit", "fits_in_memory",
 ]
 
 _BINARISE_HINT = ("binarise explicitly first, e.g. simrec.data.binarize(interactions, threshold) "
@@ -263,20 +267,14 @@ def relevance_mask(name: str, array, shape: Sequence[int | None] | None = None):
 # --------------------------------------------------------------------------------------------
 # Memory: refuse an allocation that cannot fit, before making it
 # --------------------------------------------------------------------------------------------
-# Self-contained (its own imports) so that it merges beside other additions to this module.
-
-import os  # noqa: E402
-
-from simrec.config import ConfigError  # noqa: E402
 
 #: environment variable: the memory limit in GB (1e9 bytes) used instead of the available memory
 MEMORY_LIMIT_ENV = "SIMREC_MEMORY_LIMIT_GB"
 
 
-class MemoryLimitError(MemoryError, ConfigError):
-    """An allocation estimated to exceed the memory limit (`fits_in_memory`). A MemoryError, and a
-    ValueError through `simrec.config.ConfigError`, so the ``simrec`` command prints its one line
-    without a traceback."""
+class MemoryLimitError(MemoryError):
+    """An allocation estimated to exceed the memory limit (`fits_in_memory`); the ``simrec``
+    command prints its one line without a traceback."""
 
 
 def memory_limit() -> tuple[int, str]:
