@@ -167,10 +167,11 @@ def trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m=np.inf)
         DCG_τ = sum_{k : viewed[τ, k]} rewards[τ, k] · min(m, 1 / logging_exposure[τ, k]) · target_exposure[τ, k]
 
     rewards: f32[N, K] (or bool) labels c. logging_exposure: f32[N, K], ε₀ in (0, 1] on viewed
-    items. target_exposure: f32[N, K], ε in [0, 1]. viewed: bool[N, K]. m: a scalar >= 1 (inf =
-    unclipped, 1 = raw labels) or a vector f32[M] of them, all computed in one pass. Returns
-    f32[N], or f32[M, N] for a vector m. Raises ValueError on mismatched shapes, NaN, exposures
-    outside [0, 1], or a viewed item with ε₀ = 0 and ε > 0.
+    items. target_exposure: f32[N, K], ε in [0, 1]. viewed: bool[N, K], K >= 1. m: a number >= 1
+    (inf = unclipped, 1 = raw labels; a bool is refused) or a vector f32[M] of them, all computed
+    in one pass (`simrec.validate.numbers`). Returns f32[N], or f32[M, N] for a vector m. Raises
+    ValueError on mismatched shapes, an empty feed (K = 0), NaN, exposures outside [0, 1], or a
+    viewed item with ε₀ = 0 and ε > 0.
     """
     m_vec, scalar = _clip_values(m)
     arrays = _check(rewards, logging_exposure, target_exposure, viewed)
