@@ -241,7 +241,8 @@ def _scan_text(path: Path, codec: str, *, with_argument: bool = False, gzipped: 
             is_gzip = file.read(2) == b"\x1f\x8b"
         header = isinstance(error, gzip.BadGzipFile) and str(error).startswith("Not a gzipped file")
         if header and not is_gzip:
-            problem = "not gzip data, though its name ends in .gz; get a fresh copy (a plain CSV file must not be named .gz)"
+            problem = ("not gzip data, though its name ends in .gz; get a fresh copy (a plain CSV file must not "
+                       "be named .gz)")
         elif header:
             problem = "bytes that are not gzip data follow the gzip stream (junk appended?); get a fresh copy"
         elif isinstance(error, EOFError):
@@ -822,8 +823,9 @@ def _ob_read(path: Path) -> tuple[pd.DataFrame, _TextFile]:
     except pd.errors.ParserError as error:
         found = re.search(r"line (\d+), saw (\d+)", str(error))
         if found is None:
-            raise _error(path, f"cannot parse it as a comma-separated file with a header ({' '.join(str(error).split())}); "
-                         "get a fresh copy of the file") from error
+            detail = " ".join(str(error).split())
+            raise _error(path, f"cannot parse it as a comma-separated file with a header ({detail}); get a fresh "
+                         "copy of the file") from error
         line = int(found.group(1))
         raise _truncation_hint(_fail(path, line, f"{found.group(2)} fields, more than the header's"), text) from error
     except pd.errors.EmptyDataError:

@@ -245,7 +245,8 @@ def _corrupt(text: str, how: str) -> bytes:
 
 
 @pytest.mark.parametrize("how, where, problem", [
-    ("truncated mid-line", "line 6", "the file ends in the middle of this line without a newline, so it may be truncated"),
+    ("truncated mid-line", "line 6", "the file ends in the middle of this line without a newline, so it may be "
+                                     "truncated"),
     ("random bytes appended", "line 7", "is not valid utf-8 text"),
     ("NUL bytes inside", "line 3", "NUL byte at byte offset"),
     ("gzip under a .csv name", "", "gzip-compressed data, not text"),

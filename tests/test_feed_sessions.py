@@ -242,7 +242,8 @@ def test_simulate_rejects_impossible_logging_exposures(bad, found):
 def test_simulate_says_a_scalar_is_not_an_exposure_table():
     scenario = make_scenario(np.zeros((X, A)), np.zeros((X, A)))
     with pytest.raises(ValueError, match=rf"^logging_exposure must be an exposure table of shape {X} x {A} "
-                                         r"\(contexts x items, e\.g\. simrec\.feed\.exposure\(\.\.\.\)\.mean\), got a scalar$"):
+                                         r"\(contexts x items, e\.g\. simrec\.feed\.exposure\(\.\.\.\)\.mean\), "
+                                         r"got a scalar$"):
         feed.simulate(jax.random.key(0), scenario, sort_policy(), 10, logging_exposure=7.0)
 
 

@@ -276,7 +276,8 @@ def test_real_array_errors_name_the_argument_and_the_fix(value, error, message):
 
 def test_ragged_lists_are_one_line_errors_in_every_array_rule():
     ragged = [[0, 1], [1]]
-    for call in (lambda: validate.relevance_mask("relevant", ragged), lambda: validate.indices("users", ragged, 3, "users"),
+    for call in (lambda: validate.relevance_mask("relevant", ragged),
+                 lambda: validate.indices("users", ragged, 3, "users"),
                  lambda: validate.finite_values("x", ragged), lambda: validate.matrix_shape("x", ragged, (2, 2))):
         with pytest.raises(ValueError, match=r"must be a rectangular array, got a ragged nested list") as error:
             call()
