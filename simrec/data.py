@@ -21,8 +21,17 @@ users and items in increasing id order. A file without a rating column gets rati
 listed pair. Timestamps must be integers (e.g. Unix seconds, kept exact up to int64): text dates
 are not parsed; convert them first (e.g. ``pandas.to_datetime(...).astype("int64")``). A
 malformed file (a missing or extra field, a non-numeric rating or timestamp, a blank line inside
-the data, a repeated (user, item) pair, an empty file) raises ValueError naming the file and the
+the data, a repeated (user, item) pair, an empty file) raises `DataError` naming the file and the
 1-based line number.
+
+Every loader failure is a `DataError` (a ValueError) whose message is one complete line: the file,
+the 1-based line where known, the problem and the fix. Files are text in UTF-8 by default
+(``encoding=`` of `load_interactions` reads others, e.g. ``"latin-1"``); a UTF-8 byte-order mark,
+as Excel writes at the start of its CSV exports, is skipped. Before parsing, a file is scanned
+once: a byte that is not valid in the encoding (e.g. Latin-1 text read as UTF-8), a NUL byte
+(binary junk) or compressed data under a text name is refused with its line and byte offset,
+never parsed into garbage ids; an error on a last line that ends without a newline says the file
+may be truncated.
 
 Preprocessing follows the papers: `binarize` keeps ratings >= a threshold as positives (Lim §6:
 4 and 5 stars; Jeunen App. A: ratings >= 4), `filter_min_counts` takes the (min_user, min_item)
@@ -40,7 +49,10 @@ Bernoulli-Thompson-sampling policy with their clicks and logging propensities
 """
 from __future__ import annotations
 
+import codecs
+import gzip
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +63,7 @@ import scipy.sparse as sp
 from simrec import validate
 
 __all__ = [
-    "FORMATS", "COLUMN_NAMES", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
+    "DataError", "FORMATS", "COLUMN_NAMES", "Interactions", "load_interactions", "user_index", "item_index", "binarize",
     "filter_ratings", "filter_min_counts", "densify_top", "COAT_FILES", "Coat", "load_coat",
     "OPEN_BANDIT_POLICIES", "OPEN_BANDIT_CAMPAIGNS", "OpenBandit", "open_bandit_file", "load_open_bandit",
 ]
@@ -99,6 +111,160 @@ class Interactions:
 
 
 # --------------------------------------------------------------------------------------------
+# Errors and text checks
+# --------------------------------------------------------------------------------------------
+
+class DataError(ValueError):
+    """A data file (or a loader argument) that cannot be read as documented.
+
+    The message is one complete line (the command line prints it as is): the file, the 1-based
+    line where known, the problem and the fix. ``path`` and ``line`` (None where unknown) are kept
+    as attributes. A ValueError, so ``except ValueError`` catches it too.
+    """
+
+    def __init__(self, message: str, path: Path | None = None, line: int | None = None):
+        super().__init__(message)
+        self.path, self.line = path, line
+
+
+def _fail(path: Path, line: int, problem: str) -> DataError:
+    return DataError(f"{path}, line {line}: {problem}", path, line)
+
+
+def _error(path: Path, problem: str) -> DataError:
+    """A DataError about the whole file (no line)."""
+    return DataError(f"{path}: {problem}", path)
+
+
+def _argument(check, *args):
+    """A `simrec.validate` check of a loader argument, its error as a DataError."""
+    try:
+        return check(*args)
+    except ValueError as error:
+        raise DataError(str(error)) from None
+
+
+def _codec(encoding) -> str:
+    """The codec to read `encoding` with; UTF-8 reads as utf-8-sig, which skips a leading
+    byte-order mark (Excel's CSV export) and is plain UTF-8 otherwise."""
+    try:
+        name = codecs.lookup(encoding).name
+    except (LookupError, TypeError):
+        raise DataError(f"encoding={encoding!r} is not a text encoding Python knows; pass e.g. "
+                        "encoding='utf-8' or encoding='latin-1'") from None
+    return "utf-8-sig" if name == "utf-8" else name
+
+
+@dataclass(frozen=True)
+class _TextFile:
+    """What the scan of `path` learnt: the number of lines, and whether the last one has no newline."""
+    path: Path
+    lines: int
+    unterminated: bool
+
+
+_SCAN_BYTES = 1 << 24
+_COMPRESSED = {b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz",
+               b"\x28\xb5\x2f\xfd": "zstd"}
+_WIDE = {b"\xff\xfe\x00\x00": "utf-32", b"\x00\x00\xfe\xff": "utf-32", b"\xff\xfe": "utf-16", b"\xfe\xff": "utf-16"}
+
+
+def _encoding_fix(codec: str, with_argument: bool) -> str:
+    if not with_argument:
+        return "the file is corrupted or not in its documented format: get a fresh copy of it"
+    return ("re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 OLD > NEW) or pass its encoding, "
+            "e.g. encoding='latin-1'" if codec == "utf-8-sig" else
+            "pass the file's actual encoding as encoding=, or re-encode the file as UTF-8")
+
+
+def _check_start(path: Path, head: bytes, codec: str, with_argument: bool) -> None:
+    """Compressed data or a UTF-16/32 byte-order mark where `codec` text should start."""
+    for magic, kind in _COMPRESSED.items():
+        if head.startswith(magic):
+            raise _error(path, f"{kind}-compressed data, not text (it starts with the {kind} magic "
+                         f"bytes); decompress it first (e.g. gunzip -k) and load the decompressed file")
+    if not codec.startswith(("utf-16", "utf-32")):
+        for bom, kind in _WIDE.items():
+            if head.startswith(bom):
+                fix = f"pass encoding='{kind}' or re-encode it as UTF-8" if with_argument else \
+                    "re-encode it as UTF-8"
+                raise _error(path, f"{kind.upper()} text (it starts with a {kind.upper()} byte-order mark), "
+                             f"not {codec.removesuffix('-sig')}; {fix}")
+
+
+def _scan_text(path: Path, codec: str, *, with_argument: bool = False, gzipped: bool = False) -> _TextFile:
+    """Check in one streaming pass that `path` (decompressed when `gzipped`) is text in `codec`.
+
+    Raises DataError naming the 1-based line and the byte offset of the first byte that is not
+    valid in the codec or of a NUL byte (binary junk), or for compressed data (or a gzip file that
+    is not one, or ends early). with_argument: whether the loader takes ``encoding=`` (the fix
+    suggests it). Returns the line count and whether the last line lacks a newline.
+    """
+    scan = "utf-8" if codec == "utf-8-sig" else codec
+    decoder = codecs.getincrementaldecoder(scan)()
+    newline = "\n".encode(scan)[len("".encode(scan)):]           # without a byte-order mark
+    wide = scan.startswith(("utf-16", "utf-32"))
+    where = " of the decompressed text" if gzipped else ""
+    lines, offset, last = 0, 0, b""
+    try:
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as file:
+            while chunk := file.read(_SCAN_BYTES):
+                skip = 0
+                if offset == 0:
+                    _check_start(path, chunk, codec, with_argument)
+                    skip = 3 if codec == "utf-8-sig" and chunk.startswith(codecs.BOM_UTF8) else 0
+                nul = -1 if wide else chunk.find(b"\x00")
+                if nul >= 0:
+                    raise _fail(path, lines + chunk.count(newline, 0, nul) + 1,
+                                f"NUL byte at byte offset {offset + nul}{where}: binary data in a text file "
+                                "(a corrupted copy?); get a fresh copy of the file")
+                pending = len(decoder.getstate()[0])
+                try:
+                    decoder.decode(chunk[skip:])
+                except UnicodeDecodeError as error:
+                    at = offset + skip - pending + error.start
+                    line = lines + chunk.count(newline, 0, max(at - offset, 0)) + 1
+                    raise _fail(path, line, f"byte 0x{error.object[error.start]:02x} at byte offset {at}{where} "
+                                f"is not valid {scan} text ({error.reason}); "
+                                f"{_encoding_fix(codec, with_argument)}") from None
+                lines += chunk.count(newline)
+                offset += len(chunk)
+                last = chunk[-len(newline):]
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError as error:
+                raise _fail(path, lines + 1, f"the file ends inside a multi-byte {scan} character (byte offset "
+                            f"{offset - len(error.object) + error.start}{where}): it is truncated or not "
+                            f"{scan}; {_encoding_fix(codec, with_argument)}") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        with open(path, "rb") as file:
+            is_gzip = file.read(2) == b"\x1f\x8b"
+        header = isinstance(error, gzip.BadGzipFile) and str(error).startswith("Not a gzipped file")
+        if header and not is_gzip:
+            problem = ("not gzip data, though its name ends in .gz; get a fresh copy (a plain CSV file must not "
+                       "be named .gz)")
+        elif header:
+            problem = "bytes that are not gzip data follow the gzip stream (junk appended?); get a fresh copy"
+        elif isinstance(error, EOFError):
+            problem = "the gzip data ends early (a truncated copy?); get a complete copy"
+        else:
+            problem = f"corrupt gzip data ({error}); get a fresh copy"
+        raise _error(path, problem) from None
+    except OSError as error:
+        raise _error(path, f"cannot read it ({error.strerror or error}); check the path and its permissions") from None
+    unterminated = offset > 0 and last != newline
+    return _TextFile(path, lines + unterminated, unterminated)
+
+
+def _truncation_hint(error: DataError, text: _TextFile) -> DataError:
+    """`error`, with a note when it is on a last line that ends without a newline."""
+    if error.path != text.path or error.line is None or error.line != text.lines or not text.unterminated:
+        return error
+    return DataError(f"{error}; the file ends in the middle of this line without a newline, so it may be "
+                     "truncated (an interrupted download or copy?): get a complete copy", error.path, error.line)
+
+
+# --------------------------------------------------------------------------------------------
 # Reading files
 # --------------------------------------------------------------------------------------------
 
@@ -115,15 +281,28 @@ def _detect_format(path: Path, first_line: str) -> str:
     for fmt in ("dat", "tsv", "csv"):
         if _SEPARATORS[fmt] in first_line:
             return fmt
-    raise ValueError(f"{path}: cannot tell the format from the name or the first line; "
-                     f"pass format= one of {FORMATS}")
+    raise _error(path, f"cannot tell the format from the name or the first line; pass format= one of {FORMATS}")
 
 
-def _fail(path: Path, line: int, problem: str) -> ValueError:
-    return ValueError(f"{path}, line {line}: {problem}")
+def _parse_error(path: Path, error: Exception, fmt: str, n_columns: int) -> DataError:
+    """pandas' tokenizer error as a DataError with the line it names."""
+    text = str(error)
+    fields = re.search(r"line (\d+), saw (\d+)", text)       # "Expected n fields in line L, saw m"
+    if fields is not None:
+        saw = int(fields.group(2))
+        if fmt == "dat":
+            saw = (saw + 1) // 2
+        return _fail(path, int(fields.group(1)), f"{saw} fields, expected {n_columns}")
+    quote = re.search(r"EOF inside string starting at row (\d+)", text)
+    if quote is not None:                                      # rows count from 0 at line 1
+        return _fail(path, int(quote.group(1)) + 1, "a field opens a quote (\") that never closes; remove "
+                     "the stray quote or close it")
+    detail = " ".join(text.split())
+    return _error(path, f"cannot parse it as a {fmt} file of user, item[, rating[, timestamp]] lines "
+                  f"({detail}); check the file's format and contents")
 
 
-def _read_fields(path: Path, fmt: str, n_columns: int, header: bool) -> pd.DataFrame:
+def _read_fields(path: Path, fmt: str, n_columns: int, header: bool, codec: str = "utf-8-sig") -> pd.DataFrame:
     """The raw table: one row per line after the header, columns 0..n_columns-1 (NaN = missing)."""
     if fmt == "dat":            # "::" as ":" with empty fields between (the fast C parser)
         names, sep = list(range(2 * n_columns - 1)), ":"
@@ -131,15 +310,9 @@ def _read_fields(path: Path, fmt: str, n_columns: int, header: bool) -> pd.DataF
         names, sep = list(range(n_columns)), _SEPARATORS[fmt]
     try:
         table = pd.read_csv(path, sep=sep, header=None, names=names, skiprows=int(header),
-                            skip_blank_lines=False, engine="c")
-    except pd.errors.ParserError as error:           # "Expected n fields in line L, saw m"
-        found = re.search(r"line (\d+), saw (\d+)", str(error))
-        if found is None:
-            raise ValueError(f"{path}: cannot parse: {error}") from error
-        line, saw = int(found.group(1)), int(found.group(2))
-        if fmt == "dat":
-            saw = (saw + 1) // 2
-        raise _fail(path, line, f"{saw} fields, expected {n_columns}") from error
+                            skip_blank_lines=False, engine="c", encoding=codec)
+    except (pd.errors.ParserError, UnicodeError) as error:
+        raise _parse_error(path, error, fmt, n_columns) from error
     first_line = 1 + int(header)
     if fmt == "dat":
         spacers = table[names[1::2]].notna().any(axis=1).to_numpy()
@@ -155,6 +328,25 @@ def _read_fields(path: Path, fmt: str, n_columns: int, header: bool) -> pd.DataF
     return table.iloc[:n_rows]
 
 
+_INT64_LIMIT = 2.0 ** 63        # |x| below it fits an int64
+
+
+def _int64(values: np.ndarray, column: pd.Series, path: Path, first_line: int, what: str) -> np.ndarray:
+    """Whole numbers (an integer or float array) as int64; one beyond the int64 range (which a
+    cast would wrap or clamp silently) is an error naming its line."""
+    if values.dtype.kind == "f":
+        bad = ~(np.abs(values) < _INT64_LIMIT)
+    elif values.dtype.kind == "u":
+        bad = values > np.iinfo(np.int64).max
+    else:
+        return values.astype(np.int64)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise _fail(path, row + first_line, f"{what} {column.iloc[row]} is beyond the 64-bit integer range "
+                    "(|x| < 2^63); fix the value (a corrupted field?)")
+    return values.astype(np.int64)
+
+
 def _ids(column: pd.Series, path: Path, first_line: int, what: str) -> np.ndarray:
     """Ids as int64 when all are integers, else as text; a missing id is an error."""
     missing = column.isna().to_numpy()
@@ -162,14 +354,14 @@ def _ids(column: pd.Series, path: Path, first_line: int, what: str) -> np.ndarra
         raise _fail(path, int(np.flatnonzero(missing)[0]) + first_line, f"missing {what} id")
     values = column.to_numpy()
     if np.issubdtype(values.dtype, np.integer):
-        return values.astype(np.int64)
+        return _int64(values, column, path, first_line, f"{what} id")
     if np.issubdtype(values.dtype, np.floating):
         fractional = values != np.floor(values)
         if fractional.any():
             row = int(np.flatnonzero(fractional)[0])
             raise _fail(path, row + first_line, f"{what} id {values[row].item()!r} is not an "
                         "integer; ids must be integers or text")
-        return values.astype(np.int64)
+        return _int64(values, column, path, first_line, f"{what} id")
     return values.astype(str)
 
 
@@ -189,7 +381,7 @@ def _timestamps(column: pd.Series, path: Path, first_line: int) -> np.ndarray:
     """i64 timestamps (kept exact when the column parses as integers, e.g. nanoseconds); text
     (e.g. ISO dates) is an error naming the line."""
     if pd.api.types.is_integer_dtype(column.dtype):
-        return column.to_numpy(dtype=np.int64)
+        return _int64(column.to_numpy(), column, path, first_line, "timestamp")
     stamps = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(stamps) | (stamps != np.floor(stamps))
     if bad.any():
@@ -199,7 +391,7 @@ def _timestamps(column: pd.Series, path: Path, first_line: int) -> np.ndarray:
             f"timestamp {raw!r} is not an integer; timestamps must be whole numbers (e.g. Unix "
             f"seconds): convert text dates first, e.g. with pandas.to_datetime(...).astype('int64')")
         raise _fail(path, row + first_line, problem)
-    return stamps.astype(np.int64)
+    return _int64(stamps, column, path, first_line, "timestamp")
 
 
 def _normalise_name(name: str) -> str:
@@ -208,7 +400,7 @@ def _normalise_name(name: str) -> str:
 
 
 def _header_columns(path: Path, line: str, fields: list[str]) -> dict[str, int]:
-    """{column: position} of the header `fields` (module docstring), or a one-line ValueError
+    """{column: position} of the header `fields` (module docstring), or a one-line DataError
     naming the file, the header and the expected names."""
     role_of = {name: role for role, names in COLUMN_NAMES.items() for name in names}
     roles = [role_of.get(_normalise_name(field)) for field in fields]
@@ -227,32 +419,46 @@ def _header_columns(path: Path, line: str, fields: list[str]) -> dict[str, int]:
     return {role: position for position, role in enumerate(roles)}
 
 
-def _first_line(path: Path) -> str:
-    with open(path, encoding="utf-8", errors="replace") as file:
+def _first_line(path: Path, codec: str = "utf-8-sig") -> str:
+    """Line 1 of a text file that `_scan_text` has accepted (a UTF-8 byte-order mark skipped)."""
+    with open(path, encoding=codec, newline="") as file:
         for line in file:
             return line.rstrip("\r\n")
     return ""
 
 
-def load_interactions(path, format: str | None = None, *, header: bool | None = None) -> Interactions:
+def load_interactions(path, format: str | None = None, *, header: bool | None = None,
+                      encoding: str = "utf-8") -> Interactions:
     """Read an interaction file (see the module docstring for the layouts and the header).
 
     format: one of `FORMATS`, or None to infer it from the file name, else from the separator in
     the first line. header: whether line 1 is a header naming the columns (read by name), or None
     to decide as the module docstring says; without a header the columns are user, item[,
-    rating[, timestamp]] by position, as many as the first line has (2 to 4). Returns
-    `Interactions`.
+    rating[, timestamp]] by position, as many as the first line has (2 to 4). encoding: the
+    file's text encoding (UTF-8 by default, with or without a byte-order mark; e.g. "latin-1").
+    Returns `Interactions`; any failure is a one-line `DataError`.
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    first = _first_line(path)
-    if not first.strip():
-        raise ValueError(f"{path}, line 1: blank; the file is empty or starts with a blank line")
-    fmt = _detect_format(path, first) if format is None else format
-    validate.choice("format", fmt, FORMATS)
+        raise _error(path, "no such file" + ("; it is a folder, pass the file inside it" if path.is_dir() else ""))
+    if format is not None:
+        _argument(validate.choice, "format", format, FORMATS)
     if header not in (None, True, False):
-        raise ValueError(f"header must be True, False or None (detect), got {header!r}")
+        raise DataError(f"header must be True, False or None (detect), got {header!r}")
+    codec = _codec(encoding)
+    text = _scan_text(path, codec, with_argument=True)
+    try:
+        return _interactions(path, format, header, codec)
+    except DataError as error:
+        raise _truncation_hint(error, text) from None
+
+
+def _interactions(path: Path, format: str | None, header: bool | None, codec: str) -> Interactions:
+    """`load_interactions` of a file that passed the text scan."""
+    first = _first_line(path, codec)
+    if not first.strip():
+        raise _fail(path, 1, "blank; the file is empty or starts with a blank line")
+    fmt = _detect_format(path, first) if format is None else format
     fields = first.split(_SEPARATORS[fmt])
     if not 2 <= len(fields) <= 4:
         raise _fail(path, 1, f"{len(fields)} fields; expected user, item[, rating[, timestamp]] "
@@ -265,10 +471,11 @@ def load_interactions(path, format: str | None = None, *, header: bool | None = 
         header = fmt == "csv" or not any(numbers)
     columns = (_header_columns(path, first, fields) if header
                else {role: position for position, role in enumerate(_COLUMNS[:len(fields)])})
-    table = _read_fields(path, fmt, len(fields), header)
+    table = _read_fields(path, fmt, len(fields), header, codec)
     first_row_line = 1 + int(header)
     if len(table) == 0:
-        raise ValueError(f"{path}: no interactions after the header (line {first_row_line})")
+        raise _error(path, f"no interactions after the header (line {first_row_line}); the file holds a "
+                     "header only")
     users = _ids(table[columns["user"]], path, first_row_line, "user")
     items = _ids(table[columns["item"]], path, first_row_line, "item")
     ratings = (_numbers(table[columns["rating"]], path, first_row_line, "rating") if "rating" in columns
@@ -462,15 +669,24 @@ class Coat:
 
 def _dense_matrix(path: Path) -> np.ndarray:
     """A dense matrix of whitespace-separated numbers, one row per line (trailing blank lines
-    allowed); a ragged row, a non-number or a blank line inside is a ValueError naming the line."""
+    allowed); a ragged row, a non-number or a blank line inside is a DataError naming the line."""
     if not path.is_file():
-        raise ValueError(f"{path}: no such file (a Coat folder holds {', '.join(COAT_FILES.values())})")
-    with open(path, encoding="utf-8", errors="replace") as file:
-        lines = file.read().splitlines()
+        raise _error(path, f"no such file (a Coat folder holds {', '.join(COAT_FILES.values())})")
+    text = _scan_text(path, "utf-8-sig")
+    try:
+        return _matrix_rows(path)
+    except DataError as error:
+        raise _truncation_hint(error, text) from None
+
+
+def _matrix_rows(path: Path) -> np.ndarray:
+    """`_dense_matrix` of a file that passed the text scan."""
+    with open(path, encoding="utf-8-sig") as file:
+        lines = file.read().split("\n")                   # universal newlines: one per line
     while lines and not lines[-1].strip():
         lines.pop()
     if not lines:
-        raise ValueError(f"{path}: empty file; expected a dense matrix, one row per line")
+        raise _error(path, "empty file; expected a dense matrix, one row per line")
     rows = []
     for number, line in enumerate(lines, start=1):
         fields = line.split()
@@ -489,7 +705,7 @@ def _dense_matrix(path: Path) -> np.ndarray:
     return np.stack(rows)
 
 
-def _first_bad(path: Path, bad: np.ndarray, values: np.ndarray, expected: str) -> ValueError:
+def _first_bad(path: Path, bad: np.ndarray, values: np.ndarray, expected: str) -> DataError:
     row, column = np.argwhere(bad)[0]
     return _fail(path, int(row) + 1, f"column {int(column) + 1} holds {values[row, column]:g}; "
                  f"expected {expected}")
@@ -500,21 +716,20 @@ def load_coat(folder) -> Coat:
     whitespace-separated matrices with one user per line and one item per column).
 
     Ratings must be 0 (unrated) or in [1, 5]; propensities in (0, 1]; the three matrices must have
-    the same shape. A violation is a ValueError naming the file and the 1-based line (user).
+    the same shape. A violation is a `DataError` naming the file and the 1-based line (user).
     Returns `Coat` (ratings as f32 CSR with the unrated zeros not stored, propensities f64).
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise ValueError(f"{folder}: no such folder; pass the folder holding "
-                         f"{', '.join(COAT_FILES.values())}")
+        raise _error(folder, f"no such folder; pass the folder holding {', '.join(COAT_FILES.values())}")
     paths = {name: folder / file for name, file in COAT_FILES.items()}
     matrices = {name: _dense_matrix(path) for name, path in paths.items()}
     shape = matrices["train"].shape
     for name, matrix in matrices.items():
         if matrix.shape != shape:
-            raise ValueError(f"{paths[name]}: a {matrix.shape[0]} x {matrix.shape[1]} matrix, but "
-                             f"{paths['train'].name} is {shape[0]} x {shape[1]}; the three Coat "
-                             f"files must have the same users (lines) and items (columns)")
+            raise _error(paths[name], f"a {matrix.shape[0]} x {matrix.shape[1]} matrix, but "
+                         f"{paths['train'].name} is {shape[0]} x {shape[1]}; the three Coat "
+                         f"files must have the same users (lines) and items (columns)")
     for name in ("train", "test"):
         ratings = matrices[name]
         bad = (ratings != 0) & ((ratings < 1) | (ratings > 5))
@@ -583,23 +798,40 @@ class OpenBandit:
 def open_bandit_file(folder, policy: str = "random", campaign: str = "all") -> Path:
     """The log file of (policy, campaign) below the dataset folder: ``POLICY/CAMPAIGN/CAMPAIGN.csv``
     or its gzipped form ``.csv.gz`` (the gzipped one when both exist)."""
-    validate.choice("policy", policy, OPEN_BANDIT_POLICIES)
-    validate.choice("campaign", campaign, OPEN_BANDIT_CAMPAIGNS)
+    _argument(validate.choice, "policy", policy, OPEN_BANDIT_POLICIES)
+    _argument(validate.choice, "campaign", campaign, OPEN_BANDIT_CAMPAIGNS)
     base = Path(folder) / policy / campaign / f"{campaign}.csv"
     gzipped = base.with_name(base.name + ".gz")
     return gzipped if gzipped.is_file() or not base.is_file() else base
 
 
-def _ob_read(path: Path) -> pd.DataFrame:
+def _ob_read(path: Path) -> tuple[pd.DataFrame, _TextFile]:
+    """A comma-separated file with a header, every field as text (gzip-decompressed for a .gz
+    name), after `_scan_text` (whose result comes along); any failure is a DataError naming the
+    file (and line)."""
+    gzipped = path.suffix.lower() == ".gz"
+    if not gzipped:
+        with open(path, "rb") as file:
+            head = file.read(4)
+        if head.startswith(b"\x1f\x8b"):
+            raise _error(path, "gzip-compressed data under a plain .csv name; rename it to "
+                         f"{path.name}.gz (or decompress it)")
+    text = _scan_text(path, "utf-8-sig", gzipped=gzipped)
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+        return pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False, encoding="utf-8-sig",
+                           compression="gzip" if gzipped else None), text
     except pd.errors.ParserError as error:
         found = re.search(r"line (\d+), saw (\d+)", str(error))
         if found is None:
-            raise ValueError(f"{path}: cannot parse: {error}") from error
-        raise _fail(path, int(found.group(1)), f"{found.group(2)} fields, more than the header's") from error
+            detail = " ".join(str(error).split())
+            raise _error(path, f"cannot parse it as a comma-separated file with a header ({detail}); get a fresh "
+                         "copy of the file") from error
+        line = int(found.group(1))
+        raise _truncation_hint(_fail(path, line, f"{found.group(2)} fields, more than the header's"), text) from error
     except pd.errors.EmptyDataError:
-        raise ValueError(f"{path}: empty file; expected a header line and one row per impression") from None
+        raise _error(path, "empty file; expected a header line and one row per impression") from None
+    except (OSError, EOFError, zlib.error, UnicodeError) as error:        # the scan read it: should not happen
+        raise _error(path, f"cannot read it ({' '.join(str(error).split())}); get a fresh copy of the file") from error
 
 
 def _ob_column(path: Path, table: pd.DataFrame, name: str) -> pd.Series:
@@ -640,8 +872,16 @@ def _ob_item_context(path: Path, n_items: int) -> tuple[np.ndarray, np.ndarray, 
     """(numeric f64[I, Fn], categorical str[I, Fc], their names) of ``item_context.csv``, whose
     ``item_id`` column must be 0..I-1 in order (I = the log's number of affinity columns)."""
     if not path.is_file():
-        raise ValueError(f"{path}: no such file (every Open Bandit log has an item_context.csv beside it)")
-    table = _ob_read(path)
+        raise _error(path, "no such file (every Open Bandit log has an item_context.csv beside it)")
+    table, text = _ob_read(path)
+    try:
+        return _ob_item_table(path, table, n_items)
+    except DataError as error:
+        raise _truncation_hint(error, text) from None
+
+
+def _ob_item_table(path: Path, table: pd.DataFrame, n_items: int) -> tuple[np.ndarray, np.ndarray, tuple, tuple]:
+    """`_ob_item_context` of the table read from `path`."""
     table = table.drop(columns=[c for c in table.columns if c == "" or c.startswith("Unnamed")])
     if "item_id" not in table.columns:
         raise _fail(path, 1, f"no item_id column in the header {list(table.columns)}")
@@ -674,15 +914,24 @@ def load_open_bandit(folder, policy: str = "random", campaign: str = "all") -> O
     1), ``propensity_score`` (in (0, 1]), ``user_feature_*`` and ``user-item_affinity_0..I-1``
     (one per item: they fix I, which item_context.csv must match); an unnamed first column (the
     row index) is ignored. A missing column, an empty or malformed field, an id or position
-    out of range, a click other than 0/1 or a propensity outside (0, 1] raises ValueError naming
-    the file and the 1-based line. Returns `OpenBandit` (rows in the file's order).
+    out of range, a click other than 0/1 or a propensity outside (0, 1] raises `DataError` naming
+    the file and the 1-based line, and so does a file that is not text (binary junk, bytes that are
+    not UTF-8) or a .gz file that is not gzip data. Returns `OpenBandit` (rows in the file's order).
     """
     path = open_bandit_file(folder, policy, campaign)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file; pass the Open Bandit folder that holds "
-                         f"{'/'.join(OPEN_BANDIT_POLICIES)} sub-folders, each with "
-                         f"{'/'.join(OPEN_BANDIT_CAMPAIGNS)}/<campaign>.csv[.gz]")
-    table = _ob_read(path)
+        raise _error(path, f"no such file; pass the Open Bandit folder that holds "
+                     f"{'/'.join(OPEN_BANDIT_POLICIES)} sub-folders, each with "
+                     f"{'/'.join(OPEN_BANDIT_CAMPAIGNS)}/<campaign>.csv[.gz]")
+    table, text = _ob_read(path)
+    try:
+        return _open_bandit(path, table, policy, campaign)
+    except DataError as error:
+        raise _truncation_hint(error, text) from None
+
+
+def _open_bandit(path: Path, table: pd.DataFrame, policy: str, campaign: str) -> OpenBandit:
+    """`load_open_bandit` of the log table read from `path`."""
     table = table.drop(columns=[c for c in table.columns if c == "" or c.startswith("Unnamed")])
     users = sorted((c for c in table.columns if c.startswith(_OB_USER)), key=lambda c: int(c[len(_OB_USER):])
                    if c[len(_OB_USER):].isdigit() else -1)
@@ -695,7 +944,7 @@ def load_open_bandit(folder, policy: str = "random", campaign: str = "all") -> O
         raise _fail(path, 1, f"{problem}; an Open Bandit log has the columns {', '.join(_OB_COLUMNS)}, "
                     f"{_OB_USER}*, {_OB_AFFINITY}0..I-1")
     if len(table) == 0:
-        raise ValueError(f"{path}: no rows after the header (line 1)")
+        raise _error(path, "no rows after the header (line 1); the file holds a header only")
     n_items = len(affinity)
     stamps = _ob_column(path, table, "timestamp")
     parsed = pd.to_datetime(stamps, utc=True, errors="coerce", format="ISO8601")

@@ -235,28 +235,32 @@ def _mask_entries(x, name: str, shape):
     return dense_block
 
 
+def _dense_scores(scores):
+    """A score matrix checked as `validate.real_array` (int or float, never bool or complex; a
+    rectangular nested list becomes numpy, a ragged one is an error) and its (n_users, n_items)."""
+    if _is_sparse(scores):
+        raise ValueError("scores must be a dense [users, items] array (numpy or JAX), "
+                         "not a sparse matrix; pass scores.toarray()")
+    scores = validate.real_array("scores", scores, (None, None), what="[users, items]", bool_ok=False)
+    return scores, tuple(scores.shape)
+
+
 def _score_source(scores, relevant):
     """(n_users, n_items, block function users -> scores) for an array or a score function."""
     if callable(scores):
         n_users, n_items = validate.matrix_shape("relevant", relevant, (None, None))
         return n_users, n_items, scores
-    if _is_sparse(scores):
-        raise ValueError("scores must be a dense [users, items] array (numpy or JAX), "
-                         "not a sparse matrix")
-    n_users, n_items = validate.matrix_shape("scores", scores, (None, None))
-    if not np.issubdtype(np.dtype(scores.dtype), np.number) or np.dtype(scores.dtype) == bool:
-        raise ValueError(f"scores must be numeric, got dtype {scores.dtype}")
+    scores, (n_users, n_items) = _dense_scores(scores)
     rows = _host_rows(scores)
     return n_users, n_items, lambda users: rows(users[0], users[-1] + 1)
 
 
 def _block_scores(score_block, users: np.ndarray, n_items: int) -> np.ndarray:
-    """f32[B, I] scores of a contiguous block of users (shape-checked; maybe a read-only view)."""
-    block = np.asarray(score_block(users), dtype=np.float32)
-    if block.shape != (len(users), n_items):
-        raise ValueError(f"scores for users {users[0]}..{users[-1]} have shape {block.shape}; "
-                         f"expected ({len(users)}, {n_items})")
-    return block
+    """f32[B, I] scores of a contiguous block of users (shape- and dtype-checked; maybe a
+    read-only view)."""
+    block = validate.real_array(f"scores of users {users[0]}..{users[-1]} (from the scoring function)",
+                                score_block(users), (len(users), n_items), bool_ok=False)
+    return np.asarray(block, dtype=np.float32)
 
 
 def _sorted_rows(block: np.ndarray, excluded: np.ndarray | None, users: np.ndarray):
@@ -519,9 +523,7 @@ def _checked_gains(gains, shape):
     gains = sp.csr_matrix(gains) if _is_sparse(gains) else np.asarray(gains)
     values = gains.data if _is_sparse(gains) else gains
     validate.matrix_shape("gains (one per user and item)", gains, shape)
-    if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
-        raise ValueError(f"gains must be numeric, got dtype {values.dtype}")
-    values = values.astype(np.float64)
+    values = validate.real_array("gains", values).astype(np.float64)
     if not np.all(np.isfinite(values)):
         raise ValueError("gains contain NaN or infinite values; give every relevant item a "
                          "finite gain (impute missing ratings, e.g. with Steck's low value)")
@@ -550,8 +552,8 @@ def _graded_idcg_from(c: _Counts, gains: np.ndarray, k) -> np.ndarray:
 def _graded(name: str, scores, relevant, gains, k, exclude, block_size) -> np.ndarray:
     """Graded DCG@k / nDCG@k (module docstring): the binary counts pass, gains per pair."""
     _check_k(k, name)
-    n_users, n_items, _ = _score_source(scores, relevant)
-    gains = _checked_gains(gains, (n_users, n_items))
+    shape = scores.shape if isinstance(scores, Factors) else _score_source(scores, relevant)[:2]
+    gains = _checked_gains(gains, shape)
     c = _counts(scores, relevant, exclude, block_size)
     pair_gains = _pair_gains(gains, c)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -616,8 +618,17 @@ def auc(scores, relevant, *, exclude=None, block_size=None) -> np.ndarray:
 def ranks(scores, *, exclude=None, block_size: int | None = None) -> np.ndarray:
     """rank(i) = #non-excluded items with a strictly greater score (0-based).  i32[U, I].
 
+    scores: f[U, I], a dense numpy or JAX array (or a rectangular nested list). Unlike the metric
+    functions, `ranks` takes no block-scoring function and no `Factors`: they get the shape
+    [users, items] from ``relevant``, which `ranks` does not have (and it returns U x I anyway).
     Excluded entries get -1. Sorts each row (user blocks); the metric functions need far less.
     """
+    if callable(scores) or isinstance(scores, Factors):
+        what = "Factors" if isinstance(scores, Factors) else "a block-scoring function"
+        raise validate.ArgumentTypeError(
+            f"ranks needs scores as a dense [users, items] array (numpy or JAX), got {what}; "
+            "evaluate and the metric functions accept it (they take the shape from relevant), ranks "
+            "does not: pass the materialised matrix, e.g. ranks(score_fn(np.arange(n_users)))")
     n_users, n_items, score_block = _score_source(scores, None)
     shape = (n_users, n_items)
     exclude_entries = None if exclude is None else _mask_entries(exclude, "exclude", shape)
@@ -657,10 +668,11 @@ def mean_and_se(values) -> tuple[float, float]:
 
 
 def idcg(n_relevant, k: int | None = None) -> np.ndarray:
-    """IDCG@k = sum_{j < min(k, n)} 1/log2(j + 2) for each count n.  f64[...]."""
-    n = np.asarray(n_relevant, np.int64)
-    if np.any(n < 0):
-        raise ValueError("n_relevant must be non-negative")
+    """IDCG@k = sum_{j < min(k, n)} 1/log2(j + 2) for each count n.  f64[...].
+
+    n_relevant: whole numbers >= 0, a scalar or an array (`validate.counts`: 2.7 is an error,
+    never truncated)."""
+    n = validate.counts("n_relevant", n_relevant)
     if k is not None:
         _check_k(k, "ndcg")
         n = np.minimum(n, int(k))
@@ -672,8 +684,9 @@ def ndcg_bias_factor(n_observed, n_prior) -> np.ndarray:
 
     With IDCG over the whole list (no cutoff). ``n_observed`` <= ``n_prior``, both >= 1.  f64[...].
     """
-    o = np.asarray(n_observed, np.int64)
-    p = np.asarray(n_prior, np.int64)
-    if np.any(o < 1) or np.any(p < o):
-        raise ValueError("need 1 <= n_observed <= n_prior for the Thm 2 factor")
+    o = validate.counts("n_observed", n_observed, low=1)
+    p = validate.counts("n_prior", n_prior, low=1)
+    if np.any(p < o):
+        raise ValueError("need 1 <= n_observed <= n_prior for the Thm 2 factor (observed relevant "
+                         "items are a subset of the prior's); pass the counts in that order")
     return o * idcg(p) / (p * idcg(o))

@@ -66,14 +66,20 @@ class Estimate(NamedTuple):
 # --------------------------------------------------------------------------------------------
 
 def _clip_values(m) -> tuple[jax.Array, bool]:
-    arr = np.asarray(m, np.float64)
-    if arr.ndim > 1 or arr.size == 0 or np.any(np.isnan(arr)) or np.any(arr < 1.0):
-        raise ValueError(f"m must be a scalar or vector of clipping values >= 1 (inf for no clipping), got {m!r}")
+    """Clipping values (`validate.numbers`: >= 1 or inf, never a bool) as f32[M], and whether m
+    was a scalar."""
+    arr = validate.numbers("m", m, low=1.0, inf=True)
+    if arr.ndim > 1 or arr.size == 0:
+        raise ValueError(f"m must be a scalar or a non-empty vector of clipping values >= 1 (inf for "
+                         f"no clipping), got shape {arr.shape}")
     return jnp.asarray(np.atleast_1d(arr), jnp.float32), arr.ndim == 0
 
 
-_MESSAGES = ("rewards must be finite", "logging_exposure must be finite and in [0, 1]",
-             "target_exposure must be finite and in [0, 1]",
+_EXPOSURE_FIX = ("in [0, 1] (an exposure is an item's expected views, sum over ranks of P(rank) P(view)); "
+                 "read them off an exposure table with logged_exposures")
+_MESSAGES = ("rewards must be finite (no NaN or inf); replace or drop those trajectories",
+             f"logging_exposure must be finite and {_EXPOSURE_FIX}",
+             f"target_exposure must be finite and {_EXPOSURE_FIX}",
              "a viewed item has zero logging exposure but positive target exposure: the logged "
              "propensities are wrong (too few Monte Carlo samples?) or Asm. 5 fails; recompute them")
 
@@ -82,7 +88,7 @@ def _valid_entries(rewards, logging_exposure, target_exposure, viewed) -> jax.Ar
     """Entries that break no rule of `_MESSAGES`.  bool[N, K] (NaN fails every comparison, so
     the interval tests also catch it)."""
     def in_range(e):
-        return (e >= 0) & (e <= 1.0 + 1e-5)
+        return (e >= 0) & (e <= 1.0 + validate.EXPOSURE_TOLERANCE)
     return (jnp.isfinite(rewards) & in_range(logging_exposure) & in_range(target_exposure)
             & ~(viewed & (logging_exposure <= 0) & (target_exposure > 0)))
 
@@ -96,7 +102,7 @@ def _any_invalid(rewards, logging_exposure, target_exposure, viewed) -> jax.Arra
 def _flags(rewards, logging_exposure, target_exposure, viewed) -> jax.Array:
     """Which of the `_MESSAGES` apply.  bool[4]."""
     def bad_exposure(e):
-        return jnp.any(~jnp.isfinite(e) | (e < 0) | (e > 1.0 + 1e-5))
+        return jnp.any(~jnp.isfinite(e) | (e < 0) | (e > 1.0 + validate.EXPOSURE_TOLERANCE))
     return jnp.stack([jnp.any(~jnp.isfinite(rewards)), bad_exposure(logging_exposure), bad_exposure(target_exposure),
                       jnp.any(viewed & (logging_exposure <= 0) & (target_exposure > 0))])
 
@@ -118,6 +124,10 @@ def _check(rewards, logging_exposure, target_exposure, viewed):
     if len(set(shapes.values())) != 1 or len(shapes["viewed"]) != 2:
         raise ValueError(f"rewards, logging_exposure, target_exposure and viewed must share one shape "
                          f"[N, K]; got {shapes}")
+    if shapes["viewed"][1] == 0:
+        raise ValueError(f"rewards, logging_exposure, target_exposure and viewed have shape "
+                         f"{shapes['viewed']}: the feed length K must be >= 1 (one column per logged "
+                         f"rank); pass the log's [N, K] arrays with K >= 1")
     viewed = jnp.asarray(viewed)
     if viewed.dtype != jnp.bool_:
         raise ValueError(f"viewed must be a bool mask, got dtype {viewed.dtype}")
@@ -157,10 +167,11 @@ def trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m=np.inf)
         DCG_τ = sum_{k : viewed[τ, k]} rewards[τ, k] · min(m, 1 / logging_exposure[τ, k]) · target_exposure[τ, k]
 
     rewards: f32[N, K] (or bool) labels c. logging_exposure: f32[N, K], ε₀ in (0, 1] on viewed
-    items. target_exposure: f32[N, K], ε in [0, 1]. viewed: bool[N, K]. m: a scalar >= 1 (inf =
-    unclipped, 1 = raw labels) or a vector f32[M] of them, all computed in one pass. Returns
-    f32[N], or f32[M, N] for a vector m. Raises ValueError on mismatched shapes, NaN, exposures
-    outside [0, 1], or a viewed item with ε₀ = 0 and ε > 0.
+    items. target_exposure: f32[N, K], ε in [0, 1]. viewed: bool[N, K], K >= 1. m: a number >= 1
+    (inf = unclipped, 1 = raw labels; a bool is refused) or a vector f32[M] of them, all computed
+    in one pass (`simrec.validate.numbers`). Returns f32[N], or f32[M, N] for a vector m. Raises
+    ValueError on mismatched shapes, an empty feed (K = 0), NaN, exposures outside [0, 1], or a
+    viewed item with ε₀ = 0 and ε > 0.
     """
     m_vec, scalar = _clip_values(m)
     arrays = _check(rewards, logging_exposure, target_exposure, viewed)
@@ -419,11 +430,13 @@ def direct_method(reward_table, target_table) -> jax.Array:
     """Direct-method value per context, DM(x) = sum_a q̂(x, a) · ε(x, a): the online reward the
     reward model predicts for the target (KDD'24 Eq. 5 with q̂ for q).
 
-    reward_table: f32[B, A] q̂. target_table: f32[B, A] target exposure ε. Returns f32[B]."""
+    reward_table: f32[B, A] q̂. target_table: f32[B, A] target exposure ε in [0, 1]
+    (`validate.exposures`). Returns f32[B]."""
     reward_table, target_table = jnp.asarray(reward_table, jnp.float32), jnp.asarray(target_table, jnp.float32)
     if reward_table.shape != target_table.shape or reward_table.ndim != 2:
         raise ValueError(f"reward_table and target_table must be tables of one shape [contexts, items], got "
                          f"{reward_table.shape} and {target_table.shape}")
+    validate.exposures("target_table", target_table)
     return jnp.sum(reward_table * target_table, axis=1)
 
 
@@ -466,13 +479,16 @@ def support_loss(logging_table, target_table) -> jax.Array:
 
         lost(x) = sum_a ε(x, a) · 1[ε₀(x, a) = 0]
 
-    logging_table, target_table: f32[B, A] exposure tables of the same contexts. Returns f32[B];
-    the estimator's expected loss on context x is then sum_a q(x, a) ε(x, a) 1[ε₀ = 0].
+    logging_table, target_table: f32[B, A] exposure tables of the same contexts, in [0, 1]
+    (`validate.exposures`). Returns f32[B]; the estimator's expected loss on context x is then
+    sum_a q(x, a) ε(x, a) 1[ε₀ = 0].
     """
     logging_table, target_table = jnp.asarray(logging_table), jnp.asarray(target_table)
     if logging_table.shape != target_table.shape or logging_table.ndim != 2:
         raise ValueError(f"logging_table and target_table must be exposure tables of one shape "
                          f"[contexts, items], got {logging_table.shape} and {target_table.shape}")
+    validate.exposures("logging_table", logging_table)
+    validate.exposures("target_table", target_table)
     return jnp.sum(jnp.where(logging_table > 0, 0.0, target_table), axis=1)
 
 
@@ -482,15 +498,16 @@ def logged_exposures(log: Log, table, contexts=None) -> jax.Array:
     it is ε₀ and with a target's it is ε, the two exposure arguments of `trajectory_dcg`.
 
     log: a `simrec.feed.Log` (users i32[N]; items i32[N, K], -1 where not viewed).
-    table: f32[B, A], the policy's exposure table, e.g. ``simrec.feed.exposure(key, policy,
-    view, contexts).mean``; row b holds context contexts[b].
+    table: f32[B, A], the policy's exposure table (values in [0, 1], `validate.exposures`), e.g.
+    ``simrec.feed.exposure(key, policy, view, contexts).mean``; row b holds context contexts[b].
     contexts: i32[B], the distinct context ids of the table's rows (e.g. ``np.unique(log.users)``),
     or None when row x is context x (a table over all contexts 0..B-1).
     Returns f32[N, K]: table[row of x_τ, a] where viewed, 0 elsewhere. Raises ValueError when a
     logged context has no row or a logged item no column in the table.
     """
     table = jnp.asarray(table, jnp.float32)
-    n_rows, n_items = validate.matrix_shape("table (contexts x items)", table, (None, None))
+    validate.exposures("table", table)
+    n_rows, n_items = table.shape
     users = np.asarray(log.users)
     if contexts is None:
         validate.indices("log.users", users, n_rows, "rows of table; with contexts=None row x is "

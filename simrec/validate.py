@@ -11,11 +11,21 @@ got and says how to fix it:
   for every bad argument keep working.
 
 Scalars: `integer`, `finite` (a real number, optionally in an interval), `positive`, `probability`
-(alias `in_unit_interval`), `choice`.  Arrays: `finite_values`, `no_nan`, `probabilities`,
+(alias `in_unit_interval`), `choice`.  Arrays: `real_array` (a real-valued array, e.g. a score
+matrix, without copying it), `finite_values`, `no_nan`, `probabilities`, `numbers` (a scalar or
+array of numbers in an interval, inf optionally allowed, e.g. clipping values), `counts` (whole
+numbers), `exposures` (an exposure table: expected views in [0, 1]),
 `matrix_shape`, `indices` (ids in [0, size)), `table_rows` (a lookup table's rows against the
 indices that gather from it, checked where the table is built so an out-of-range gather — which JAX
 silently clamps to the last row — cannot happen) and `relevance_mask` (boolean or 0/1 only: "nonzero means relevant" is a modelling choice the caller makes
 explicitly, with ``simrec.data.binarize(interactions, threshold)`` or ``(matrix > 0)``).
+
+A bool is never a number: ``True`` passed where a count, a rate or a clipping value belongs is a
+type error in every scalar rule and in the array rules given a bare bool (or a list holding one);
+boolean *arrays* stay valid data for the array rules (0/1 indicators), except where noted.
+
+Nested Python lists are accepted wherever an array is (converted with ``numpy.asarray``); a ragged
+one (rows of different lengths) is a one-line ValueError naming the argument.
 
 Pytree dataclasses are rebuilt by JAX with tracers and placeholders as leaves; guard their checks
 with `is_concrete` so they run only on real values, and shape checks (`table_rows`, `matrix_shape`,
@@ -35,10 +45,13 @@ from simrec.config import ConfigError
 
 __all__ = [
     "ArgumentTypeError", "is_concrete", "integer", "finite", "positive", "probability",
-    "in_unit_interval", "choice", "finite_values", "no_nan", "probabilities", "matrix_shape",
-    "table_rows", "has_shape", "indices", "relevance_mask", "MEMORY_LIMIT_ENV", "MemoryLimitError",
-    "memory_limit", "fits_in_memory",
+    "in_unit_interval", "choice", "real_array", "finite_values", "no_nan", "probabilities", "numbers",
+    "counts", "exposures", "EXPOSURE_TOLERANCE", "matrix_shape", "table_rows", "has_shape", "indices",
+    "relevance_mask", "MEMORY_LIMIT_ENV", "MemoryLimitError", "memory_limit", "fits_in_memory",
 ]
+
+#: float32 rounding allowed above 1 in an exposure (a sum over ranks of P(rank) P(view) <= 1)
+EXPOSURE_TOLERANCE = 1e-5
 
 _BINARISE_HINT = ("binarise explicitly first, e.g. simrec.data.binarize(interactions, threshold) "
                  "or (matrix > 0) / (ratings >= 4)")
@@ -142,12 +155,65 @@ def choice(name: str, value, options: Sequence):
     return value
 
 
+def _as_array(name: str, values, wanted: str = "a rectangular array") -> np.ndarray:
+    """``numpy.asarray(values)``; a ragged nested list is a one-line ValueError naming `name`."""
+    try:
+        return np.asarray(values)
+    except ValueError:
+        if not isinstance(values, (list, tuple)):
+            raise
+        raise ValueError(f"{name} must be {wanted}, got a ragged nested list (rows of different "
+                         "lengths); pad the rows to one length or pass a numpy array") from None
+
+
+def _holds_bool(values) -> bool:
+    """A bool scalar or array, or a (nested) list or tuple with a bool in it (which numpy would
+    silently turn into 0/1)."""
+    if hasattr(values, "dtype"):
+        return np.dtype(values.dtype) == bool
+    if isinstance(values, bool):
+        return True
+    return isinstance(values, (list, tuple)) and any(_holds_bool(v) for v in values)
+
+
+def _dtype_hint(dtype) -> str:
+    """How to fix a non-numeric dtype, for the end of a message."""
+    kind = np.dtype(dtype).kind
+    if kind == "c":
+        return "; take the real part explicitly (.real) if the imaginary part is meant to be dropped"
+    if kind == "b":
+        return "; convert it explicitly (.astype(float)) if 0/1 numbers are meant"
+    return "; convert it to a numeric (int or float) array first"
+
+
+def real_array(name: str, values, shape: Sequence[int | None] | None = None, *, what: str = "",
+               bool_ok: bool = True):
+    """`values` checked to hold real numbers (int or float; bool too when `bool_ok`), never copied:
+    a numpy, JAX (kept on its device) or scipy.sparse array is returned as given, a rectangular
+    nested list as a numpy array. Complex, text and object dtypes are a type error (complex is
+    never silently cut to its real part). With `shape` the shape is checked (`matrix_shape`);
+    `what` names the axes in the messages, e.g. ``real_array("scores", s, (None, None),
+    what="[users, items]")`` -> "scores must have shape (any, any), a 2-D array [users, items];
+    got shape (3,)".
+    """
+    wanted = (f"a {len(shape)}-D array" if shape is not None else "a rectangular array") + \
+        (f" {what}" if what else "")
+    if not (hasattr(values, "dtype") and hasattr(values, "shape")):
+        values = _as_array(name, values, wanted)
+    dtype = np.dtype(values.dtype)
+    if dtype.kind not in ("biuf" if bool_ok else "iuf"):
+        raise ArgumentTypeError(f"{name} must hold real numbers{'' if bool_ok else ' (int or float, not bool)'}, "
+                                f"got dtype {dtype}" + _dtype_hint(dtype))
+    if shape is not None:
+        matrix_shape(name, values, shape, wanted if what else "")
+    return values
+
+
 def _real_array(name: str, values) -> np.ndarray:
-    """A numpy view of a real-valued (bool, int or float) array, else a type error."""
-    arr = np.asarray(values)
-    if arr.dtype.kind not in "biuf":
-        raise ArgumentTypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    return arr
+    """`real_array` as a numpy array; a bare bool (``True`` given for a number) is a type error."""
+    if isinstance(values, bool) or (hasattr(values, "dtype") and np.ndim(values) == 0 and _holds_bool(values)):
+        raise ArgumentTypeError(f"{name} must be a number or an array of numbers, got {_got(values)}")
+    return np.asarray(real_array(name, values))
 
 
 def _first_bad(arr: np.ndarray, bad: np.ndarray) -> str:
@@ -185,14 +251,93 @@ def probabilities(name: str, values) -> np.ndarray:
     return arr
 
 
-def matrix_shape(name: str, array, shape: Sequence[int | None]) -> tuple[int, ...]:
+def numbers(name: str, values, *, low: float | None = None, high: float | None = None,
+            low_open: bool = False, high_open: bool = False, inf: bool = False) -> np.ndarray:
+    """`values` (a scalar or an array, e.g. a list) as a float64 numpy array of numbers in the
+    interval given by low/high (closed unless low_open/high_open); +inf passes only with ``inf``
+    (e.g. a clipping value m >= 1 where inf means no clipping). NaN is an error, and so is a bool
+    anywhere (``m=True`` is not m = 1) or a non-real dtype."""
+    wanted = "a number" + _interval(low, high, low_open, high_open) + (" or inf" if inf else "") + \
+        " (or an array of them)"
+    if _holds_bool(values):
+        raise ArgumentTypeError(f"{name} must be {wanted}, got {_got(values)}; a bool is not a number "
+                                "(True is not 1)")
+    arr = _as_array(name, values, wanted)
+    if arr.dtype.kind not in "iuf":
+        raise ArgumentTypeError(f"{name} must be {wanted}, got {_got(values)}"
+                                + ("" if arr.ndim == 0 else f" of dtype {arr.dtype}") + _dtype_hint(arr.dtype))
+    arr = arr.astype(np.float64)
+    inside = np.isfinite(arr) | ((arr == np.inf) if inf else False)      # NaN is never inside
+    if low is not None:
+        inside &= arr > low if low_open else arr >= low
+    if high is not None:
+        inside &= arr < high if high_open else arr <= high
+    if not inside.all():
+        found = arr.item() if arr.ndim == 0 else _first_bad(arr, ~inside)
+        raise ValueError(f"{name} must be {wanted}, got {found!r}" if arr.ndim == 0 else
+                         f"{name} must be {wanted}, found {found}")
+    return arr
+
+
+def counts(name: str, values, *, low: int = 0) -> np.ndarray:
+    """`values` (a scalar or an array) as an int64 numpy array of whole numbers >= low.
+
+    Integer dtypes pass; floats pass only when every value is a whole number (e.g. a row sum of a
+    float matrix), so 2.7 is an error rather than a silent truncation to 2. Bool (a flag, not a
+    count), NaN, inf, complex and text are errors."""
+    wanted = f"whole numbers >= {low}"
+    if _holds_bool(values):
+        raise ArgumentTypeError(f"{name} must hold counts ({wanted}), got {_got(values)}; a bool is "
+                                "a flag, not a count")
+    arr = _as_array(name, values, f"an array of counts ({wanted})")
+    if arr.dtype.kind not in "iuf":
+        raise ArgumentTypeError(f"{name} must hold counts ({wanted}), got dtype {arr.dtype}"
+                                + _dtype_hint(arr.dtype))
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            found = repr(arr.item()) if arr.ndim == 0 else _first_bad(arr, bad)
+            raise ValueError(f"{name} must hold counts ({wanted}), found {found}; counts are never "
+                             "truncated: round them (np.round) or pass integers")
+    bad = arr < low
+    if bad.any():
+        found = repr(arr.item()) if arr.ndim == 0 else _first_bad(arr, bad)
+        raise ValueError(f"{name} must hold counts ({wanted}), found {found}")
+    return arr.astype(np.int64)
+
+
+def exposures(name: str, table, shape: Sequence[int | None] = (None, None)):
+    """Check an exposure table ε(x, a) = sum_i P(a at rank i | x) P(V=1 | R=i): a [contexts, items]
+    array (numpy or JAX) of expected views, so finite and in [0, 1] (up to `EXPOSURE_TOLERANCE` of
+    float32 rounding above 1; zeros are legal: items a policy never shows). A scalar is not a
+    table. Values are checked only when concrete (tracers: shape only). Returns `table` as given."""
+    got = tuple(table.shape) if hasattr(table, "shape") else _as_array(name, table).shape
+    if len(got) != len(shape):
+        shown = " x ".join("any" if w is None else str(w) for w in shape)
+        raise ValueError(f"{name} must be an exposure table of shape {shown} (contexts x items, e.g. "
+                         f"simrec.feed.exposure(...).mean), got "
+                         f"{'a scalar' if not got else f'shape {got}'}")
+    matrix_shape(name, table, shape)
+    if isinstance(table, jax.core.Tracer):
+        return table
+    arr = _real_array(name, table)
+    bad = ~((arr >= 0) & (arr <= 1.0 + EXPOSURE_TOLERANCE))      # NaN fails both comparisons
+    if bad.any():
+        raise ValueError(f"{name} must hold exposures in [0, 1] (expected views of an item: the sum "
+                         f"over ranks of P(rank) P(view)), found {_first_bad(arr, bad)}; pass an "
+                         f"exposure table such as simrec.feed.exposure(...).mean")
+    return table
+
+
+def matrix_shape(name: str, array, shape: Sequence[int | None], what: str = "") -> tuple[int, ...]:
     """The shape of `array` (numpy, JAX, scipy.sparse or a tracer), checked against `shape`,
-    where None matches any length; e.g. ``matrix_shape("rate", r, (n_users,))``."""
-    got = tuple(array.shape) if hasattr(array, "shape") else np.shape(array)
+    where None matches any length; e.g. ``matrix_shape("rate", r, (n_users,))``. `what`, if
+    given, describes the array in the message (e.g. "a 2-D array [users, items]")."""
+    got = tuple(array.shape) if hasattr(array, "shape") else _as_array(name, array).shape
     want = tuple(shape)
     if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):
         shown = "(" + ", ".join("any" if w is None else str(w) for w in want) + ("," if len(want) == 1 else "") + ")"
-        raise ValueError(f"{name} must have shape {shown}, got shape {got}")
+        raise ValueError(f"{name} must have shape {shown}{f', {what};' if what else ','} got shape {got}")
     return got
 
 
@@ -220,7 +365,7 @@ def has_shape(x) -> bool:
 def indices(name: str, values, size: int, what: str) -> np.ndarray:
     """`values` as an integer numpy array of ids in [0, size), `size` being how many `what` exist,
     e.g. ``indices("contexts", contexts, table.shape[0], "rows of the exposure table")``."""
-    arr = np.asarray(values)
+    arr = _as_array(name, values)
     if arr.dtype.kind not in "iu":
         raise ArgumentTypeError(f"{name} must hold integer ids, got dtype {arr.dtype}")
     bad = (arr < 0) | (arr >= size)
@@ -246,7 +391,7 @@ def relevance_mask(name: str, array, shape: Sequence[int | None] | None = None):
                                 f"got {type(array).__name__}")
     else:
         matrix = None
-        values = np.asarray(array)
+        values = _as_array(name, array)
     if values.dtype.kind not in "biuf":
         raise ArgumentTypeError(f"{name} must be boolean (or 0/1), got dtype {values.dtype}")
     if values.dtype != bool:

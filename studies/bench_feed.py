@@ -62,7 +62,6 @@ vary between runs, so compare simrec and OBP within one run.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -72,6 +71,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from simrec_studies._bench_args import Parser, integer, positive_int, usage_errors
 
 M_VALUES = (1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 50.0, 100.0, 200.0, 1000.0, float("inf"))
 FEEDS = ((10, 1.0), (100, 0.1), (1000, 0.02))          # feed length K, share of --sessions simulated
@@ -309,24 +310,22 @@ def bench_obp(python: str, rounds: int, peer) -> tuple[dict | None, str]:
     return out, ""
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="simrec bench feed", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=1_000_000, help="sessions at K = 10 (K = 100: 10 %%, K = 1000: 2 %%)")
-    parser.add_argument("--users", type=int, default=1000)
+    parser = Parser(prog="simrec bench feed", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=integer(1000), default=1_000_000,
+                        help="sessions at K = 10 (K = 100: 10 %%, K = 1000: 2 %%); >= 1000")
+    parser.add_argument("--users", type=positive_int, default=1000)
     parser.add_argument("--peer-venv", default=os.environ.get("SIMREC_OBP_VENV"))
     parser.add_argument("--setup-peer", action="store_true", help="create --peer-venv if missing")
-    parser.add_argument("--obp-rounds", type=int, default=5_000, help="rounds OBP generates per timing")
-    parser.add_argument("--iips-rounds", type=int, default=100_000,
-                        help="sessions of simrec's log converted for OBP's IIPS (slates)")
-    parser.add_argument("--repeats", type=int, default=2, help="warm timed calls per simulation (median)")
-    parser.add_argument("--days", type=int, default=7, help="days of --sessions sessions each in the multi-day "
-                        "rows (K = 10, one logging-exposure table)")
+    parser.add_argument("--obp-rounds", type=integer(10), default=5_000, help="rounds OBP generates per timing (>= 10)")
+    parser.add_argument("--iips-rounds", type=integer(2), default=100_000,
+                        help="sessions of simrec's log converted for OBP's IIPS (slates; >= 2)")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="warm timed calls per simulation (median)")
+    parser.add_argument("--days", type=positive_int, default=7, help="days of --sessions sessions each in the "
+                        "multi-day rows (K = 10, one logging-exposure table)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    if args.sessions < 1000 or args.users < 1 or args.obp_rounds < 10 or args.iips_rounds < 2 \
-            or args.repeats < 1 or args.days < 1:
-        parser.error("need --sessions >= 1000, --users >= 1, --obp-rounds >= 10, --iips-rounds >= 2, "
-                     "--repeats >= 1, --days >= 1")
 
     print(f"simrec bench feed: {os.cpu_count()} CPUs", flush=True)
     rows, sweep, peer = bench_simrec(args.sessions, args.users, args.repeats, args.days)

@@ -18,7 +18,6 @@ Usage: ``simrec bench metrics [--users N] [--items N] [--repeats R] [--recpack-p
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -31,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+from simrec_studies._bench_args import Parser, non_negative_int, positive_int, usage_errors
 
 SPECS = ("adg", "dcg", "ndcg", "ap", "atop", "auc", "ndcg@10", "recall@10", "ndcg@100")
 
@@ -158,16 +159,20 @@ def setup_recpack(folder: str) -> str:
     return f"{folder}/bin/python"
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="simrec bench metrics", description=__doc__.splitlines()[0])
-    parser.add_argument("--users", type=int, default=10_000)
-    parser.add_argument("--items", type=int, default=10_000)
-    parser.add_argument("--relevant", type=int, default=20)
-    parser.add_argument("--excluded", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = Parser(prog="simrec bench metrics", description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=positive_int, default=10_000)
+    parser.add_argument("--items", type=positive_int, default=10_000)
+    parser.add_argument("--relevant", type=positive_int, default=20, help="relevant items per user")
+    parser.add_argument("--excluded", type=non_negative_int, default=50, help="excluded items per user")
+    parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument("--recpack-python", default=os.environ.get("SIMREC_RECPACK_PYTHON"))
     parser.add_argument("--setup-recpack", metavar="DIR", default=None)
     args = parser.parse_args(argv)
+    if args.relevant + args.excluded > args.items:
+        parser.error(f"--relevant {args.relevant} + --excluded {args.excluded} exceeds --items {args.items}: "
+                     "each user's relevant and excluded items are distinct items of the catalogue")
 
     import jax
 

@@ -37,7 +37,6 @@ in a separate venv; without it only simrec's rows are printed.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 import subprocess
@@ -55,6 +54,8 @@ from simrec import metrics, missing, models
 from simrec.models.positives import positive_sets
 from simrec.models.training import train_epoch
 from simrec.world import PRESETS, make_world
+from simrec_studies._bench_args import (Parser, non_negative_float, non_negative_int, positive_float, positive_int,
+                                        usage_errors)
 from simrec_studies.opt_adg import beyond_edge
 
 EVAL = ("adg", "ndcg", "recall@10")
@@ -224,35 +225,35 @@ def _lightfm_side(split, args, common, lr, alpha, compile_seconds):
     return lightfm_chunks(split, args.lightfm_python, lr=lr, alpha=alpha, **common)
 
 
+@usage_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_opt_adg", description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=["lastfm", "movielens"])
-    parser.add_argument("--budgets", nargs="+", type=float, default=[5.0, 15.0, 45.0],
+    parser = Parser(prog="simrec bench opt_adg", description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["lastfm", "movielens"], choices=sorted(PRESETS),
+                        help="worlds of simrec.world.PRESETS")
+    parser.add_argument("--budgets", nargs="+", type=positive_float, default=[5.0, 15.0, 45.0],
                         help="training wall-time budgets in seconds")
-    parser.add_argument("--tune-budget", type=float, default=None,
+    parser.add_argument("--tune-budget", type=positive_float, default=None,
                         help="budget at which each side's grid is selected (default: the middle)")
-    parser.add_argument("--dim", type=int, default=50)
-    parser.add_argument("--gamma", type=float, default=100.0)
+    parser.add_argument("--dim", type=positive_int, default=50)
+    parser.add_argument("--gamma", type=positive_float, default=100.0)
     parser.add_argument("--samplings", nargs="+", default=["user", "positive"],
                         choices=["user", "positive"], help="OptADG.sampling of the simrec rows")
-    parser.add_argument("--lrs", nargs="+", type=float, default=[0.02, 0.05, 0.1, 0.2, 0.5],
+    parser.add_argument("--lrs", nargs="+", type=positive_float, default=[0.02, 0.05, 0.1, 0.2, 0.5],
                         help="simrec adagrad learning-rate grid")
-    parser.add_argument("--l2s", nargs="+", type=float, default=[0.05, 0.2, 0.8],
+    parser.add_argument("--l2s", nargs="+", type=non_negative_float, default=[0.05, 0.2, 0.8],
                         help="simrec λ grid (per-step L2)")
-    parser.add_argument("--init-scale", type=float, default=0.01, help="simrec's initial SD")
-    parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--lightfm-lrs", nargs="+", type=float,
+    parser.add_argument("--init-scale", type=non_negative_float, default=0.01, help="simrec's initial SD")
+    parser.add_argument("--batch-size", type=positive_int, default=1024)
+    parser.add_argument("--lightfm-lrs", nargs="+", type=positive_float,
                         default=[0.005, 0.01, 0.02, 0.05, 0.1],
                         help="LightFM adagrad learning-rate grid")
-    parser.add_argument("--lightfm-alphas", nargs="+", type=float, default=[1e-8, 1e-6, 1e-4],
+    parser.add_argument("--lightfm-alphas", nargs="+", type=non_negative_float, default=[1e-8, 1e-6, 1e-4],
                         help="LightFM item_alpha = user_alpha grid (per-sample L2)")
     parser.add_argument("--lightfm-python", default="/tmp/lightfm-venv/bin/python")
-    parser.add_argument("--edge-steps", type=int, default=2,
+    parser.add_argument("--edge-steps", type=non_negative_int, default=2,
                         help="steps each search stage may take past its grid's edge")
     args = parser.parse_args(argv)
     budgets = sorted(args.budgets)
-    if budgets[0] <= 0:
-        parser.error("--budgets must be > 0 seconds")
     tune = budgets[len(budgets) // 2] if args.tune_budget is None else args.tune_budget
     has_lightfm = Path(args.lightfm_python).exists()
     common = dict(dim=args.dim, gamma=args.gamma)

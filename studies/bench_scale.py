@@ -76,6 +76,7 @@ import scipy.stats
 
 from simrec.cli import RESULTS
 from simrec.output import OutputFolder, atomic_write_text, write_figure, write_results_index, write_table
+from simrec_studies._bench_args import Parser, integer, positive_int, usage_errors
 from simrec_studies.bench_feed import M_VALUES, random_feed_tables, timed
 
 FEED_LENGTH = 10
@@ -543,26 +544,29 @@ def write_results(out: Path, points, fits, device_table, demo_table, estimate, f
         folder.commit()
 
 
+@usage_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="simrec bench scale", description=__doc__.split("\n\n")[0])
+    from simrec.runner import MAX_SEED                           # the seeds every study accepts
+    parser = Parser(prog="simrec bench scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/scale")
     parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, one repeat")
-    parser.add_argument("--repeats", type=int, default=3, help="warm timed calls per point (median)")
-    parser.add_argument("--paper-sessions", type=int, default=DEMO_SESSIONS, help="sessions of the demonstrated day")
-    parser.add_argument("--paper-users", type=int, default=PAPER_USERS)
-    parser.add_argument("--paper-items", type=int, default=PAPER_ITEMS)
-    parser.add_argument("--device-sessions", type=int, default=1_000_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=positive_int, default=3, help="warm timed calls per point (median)")
+    parser.add_argument("--paper-sessions", type=integer(2), default=DEMO_SESSIONS,
+                        help="sessions of the demonstrated day (>= 2)")
+    parser.add_argument("--paper-users", type=positive_int, default=PAPER_USERS)
+    parser.add_argument("--paper-items", type=integer(FEED_LENGTH), default=PAPER_ITEMS,
+                        help=f">= {FEED_LENGTH} and not a multiple of {SLOT_STRIDE}")
+    parser.add_argument("--device-sessions", type=integer(2), default=1_000_000)
+    parser.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0
-    if args.repeats < 1 or args.paper_sessions < 2 or args.device_sessions < 2 or args.paper_users < 1 \
-            or args.paper_items < FEED_LENGTH:
-        parser.error(f"need --repeats >= 1, --paper-sessions >= 2, --device-sessions >= 2, --paper-users >= 1, "
-                     f"--paper-items >= {FEED_LENGTH}")
+    if math.gcd(SLOT_STRIDE, args.paper_items) != 1:
+        parser.error(f"--paper-items {args.paper_items} is a multiple of the slot stride {SLOT_STRIDE} (a prime); "
+                     "pick a number of items coprime with it")
     import pandas as pd
     started, wall = datetime.datetime.now(datetime.timezone.utc), time.perf_counter()
     repeats = 1 if args.quick else args.repeats

@@ -1,7 +1,8 @@
 """The metrics benchmark stays runnable, and its numpy baseline agrees with simrec on tie-free data."""
 import numpy as np
+import pytest
 
-from simrec import metrics
+from simrec import cli, metrics
 from simrec_studies import bench_metrics
 
 
@@ -33,3 +34,23 @@ def test_benchmark_main_runs_small_and_times_dense_and_csr_masks(capsys):
                  "dense and CSR masks give identical values: yes", "RecPack unavailable",
                  "numpy baseline / simrec dense ="):
         assert line in out, line
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--users", "0"], "argument --users: expected an integer >= 1, got 0"),
+    (["--items", "0"], "argument --items: expected an integer >= 1, got 0"),
+    (["--items", "-5"], "argument --items: expected an integer >= 1, got -5"),
+    (["--repeats", "0"], "argument --repeats: expected an integer >= 1, got 0"),
+    (["--relevant", "0"], "argument --relevant: expected an integer >= 1, got 0"),
+    (["--excluded", "-1"], "argument --excluded: expected an integer >= 0, got -1"),
+    (["--users", "ten"], "argument --users: expected an integer >= 1, got 'ten'"),
+    (["--items", "10", "--relevant", "8", "--excluded", "5"], "--relevant 8 + --excluded 5 exceeds --items 10"),
+])
+def test_bad_arguments_are_one_line_with_exit_status_2(capsys, argv, message):
+    """`simrec bench metrics --users 0` used to crash inside numpy with a traceback."""
+    assert cli.main(["bench", "metrics", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"simrec bench metrics: error: {message}"), captured.err
+    assert "Traceback" not in captured.err and "usage:" not in captured.err

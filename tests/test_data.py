@@ -1,3 +1,4 @@
+import gzip
 import itertools
 import re
 from pathlib import Path
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from simrec.data import (COAT_FILES, Interactions, binarize, densify_top, filter_min_counts,
+from simrec import data as data_module
+from simrec.data import (COAT_FILES, DataError, Interactions, binarize, densify_top, filter_min_counts,
                          filter_ratings, item_index, load_coat, load_interactions, user_index)
 from simrec.datafiles import data_root
 
@@ -154,19 +156,130 @@ def test_trailing_blank_lines_are_ignored(tmp_path):
 ])
 def test_malformed_files_name_file_and_line(tmp_path, name, text, where):
     path = _write(tmp_path, name, text)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(DataError) as error:                 # a ValueError too
         load_interactions(path)
-    assert str(path) in str(error.value) and where in str(error.value)
+    assert str(path) in str(error.value) and where in str(error.value) and "\n" not in str(error.value)
 
 
 def test_bad_format_and_missing_file(tmp_path):
     path = _write(tmp_path, "r.csv", "u,i\n1,2\n")
-    with pytest.raises(ValueError, match="format must be one of"):
+    with pytest.raises(DataError, match="format must be one of"):
         load_interactions(path, format="xlsx")
-    with pytest.raises(ValueError, match="no such file"):
+    with pytest.raises(DataError, match="no such file"):
         load_interactions(tmp_path / "absent.csv")
-    with pytest.raises(ValueError, match="cannot tell the format"):
+    with pytest.raises(DataError, match="cannot tell the format"):
         load_interactions(_write(tmp_path, "log.txt", "1 2 3\n"))
+    with pytest.raises(DataError, match="header must be True, False or None"):
+        load_interactions(path, header="yes")
+    with pytest.raises(DataError, match=r"encoding='klingon' is not a text encoding Python knows; pass e\.g\. "
+                                        r"encoding='utf-8'"):
+        load_interactions(path, encoding="klingon")
+
+
+def test_data_error_is_an_exported_value_error_with_file_and_line():
+    assert issubclass(DataError, ValueError) and "DataError" in data_module.__all__
+    error = DataError("r.csv, line 3: bad", Path("r.csv"), 3)
+    assert (error.path, error.line, str(error)) == (Path("r.csv"), 3, "r.csv, line 3: bad")
+
+
+# ---- encodings and corrupted files ---------------------------------------------------------------
+
+HEADER = "userId,movieId,rating,timestamp\n"
+BODY = "".join(f"{u},{i},{r},{t}\n" for u, i, r, t in ROWS)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("ratings.csv", HEADER + BODY),
+    ("ratings.csv", (HEADER + BODY).replace("\n", "\r\n")),                 # Excel: CRLF too
+    ("user_artists.dat", "userID\tartistID\tweight\n2\t51\t13883\n"),
+])
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path, name, text):
+    """Excel's CSV export starts with a BOM; the header used to be refused ('unknown name(s)
+    '\\ufeffuserId'; no user column')."""
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    plain = _write(tmp_path, "plain_" + name, text)
+    assert _entries(load_interactions(path)) == _entries(load_interactions(plain))
+
+
+def test_latin1_text_is_an_error_with_file_line_and_byte_offset_or_read_with_encoding(tmp_path):
+    """Latin-1 ids used to give pandas' UnicodeDecodeError, without file or line."""
+    path = tmp_path / "clicks.csv"
+    text = "user,item,rating\nbob,x,1\nZoë,y,2\nal,x,3\n"
+    path.write_bytes(text.encode("latin-1"))
+    offset = text.encode("latin-1").index("ë".encode("latin-1"))
+    with pytest.raises(DataError) as error:
+        load_interactions(path)
+    assert str(error.value) == (f"{path}, line 3: byte 0xeb at byte offset {offset} is not valid utf-8 text "
+                                "(invalid continuation byte); re-encode the file as UTF-8 (e.g. iconv -f latin1 "
+                                "-t utf-8 OLD > NEW) or pass its encoding, e.g. encoding='latin-1'")
+    assert error.value.line == 3
+    data = load_interactions(path, encoding="latin-1")
+    assert list(data.user_ids) == ["Zoë", "al", "bob"] and list(data.item_ids) == ["x", "y"]
+    np.testing.assert_array_equal(data.ratings.toarray(), [[0, 2], [3, 0], [1, 0]])
+    utf8 = _write(tmp_path, "utf8.csv", text)                      # the same ids from UTF-8
+    assert list(load_interactions(utf8).user_ids) == list(data.user_ids)
+
+
+def _corrupt(text: str, how: str) -> bytes:
+    raw = text.encode()
+    if how == "truncated mid-line":
+        return raw[:raw.rindex(b"\n", 0, len(raw) - 1) + 5]           # the last line cut after 4 bytes
+    if how == "random bytes appended":
+        return raw + bytes(np.random.default_rng(0).integers(128, 256, 64, dtype=np.uint8))
+    if how == "NUL bytes inside":
+        return raw.replace(b"1,20", b"1,\x00\x0020", 1)                # used to load as a text id
+    if how == "gzip under a .csv name":
+        return gzip.compress(raw)
+    if how == "UTF-16":
+        return text.encode("utf-16")
+    if how == "rating replaced by text":
+        return raw.replace(b"2.5", b"good", 1)
+    if how == "unbalanced quote":
+        return raw.replace(b"7,10", b'7,"10', 1)
+    if how == "cut inside a character":
+        return raw + "é".encode()[:1]
+    if how == "timestamp beyond int64":
+        return raw.replace(b"104", b"1e30", 1)                       # used to wrap silently
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how, where, problem", [
+    ("truncated mid-line", "line 6", "the file ends in the middle of this line without a newline, so it may be "
+                                     "truncated"),
+    ("random bytes appended", "line 7", "is not valid utf-8 text"),
+    ("NUL bytes inside", "line 3", "NUL byte at byte offset"),
+    ("gzip under a .csv name", "", "gzip-compressed data, not text"),
+    ("UTF-16", "", "UTF-16 text (it starts with a UTF-16 byte-order mark), not utf-8; pass encoding='utf-16'"),
+    ("rating replaced by text", "line 3", "rating 'good' is not a finite number"),
+    ("unbalanced quote", "line 5", "a field opens a quote"),
+    ("timestamp beyond int64", "line 6", "timestamp 1e+30 is beyond the 64-bit integer range"),
+    ("cut inside a character", "line 7", "the file ends inside a multi-byte utf-8 character (byte offset 97)"),
+])
+def test_corrupted_files_are_one_line_data_errors(tmp_path, how, where, problem):
+    path = tmp_path / "ratings.csv"
+    path.write_bytes(_corrupt(HEADER + BODY, how))
+    with pytest.raises(DataError) as error:
+        load_interactions(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}, {where}: " if where else f"{path}: "), message
+    assert problem in message and "\n" not in message and "Traceback" not in message
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64])
+def test_byte_offsets_and_lines_are_exact_across_scan_chunks(tmp_path, monkeypatch, chunk):
+    """The scan reads in chunks; a bad byte (or a multi-byte character cut by a chunk boundary,
+    chunk = 1) must still get its own line and offset."""
+    monkeypatch.setattr(data_module, "_SCAN_BYTES", chunk)
+    lines = [f"user{k},item,1\n" for k in range(40)]
+    lines[25] = "usé,item,1\n"                                    # é: two bytes, may straddle a chunk
+    lines[31] = "u\xff,item,1\n"
+    raw = "".join(lines).encode("utf-8").replace("\xff".encode("utf-8"), b"\xff")
+    path = tmp_path / "c.csv"
+    path.write_bytes(b"user,item,rating\n" + raw)
+    offset = len(b"user,item,rating\n") + raw.index(b"\xff")
+    with pytest.raises(DataError, match=rf"line 33: byte 0xff at byte offset {offset} is not valid utf-8"):
+        load_interactions(path)
 
 
 def _interactions(dense: np.ndarray, with_time: bool = True) -> Interactions:
@@ -352,6 +465,22 @@ def test_load_coat_refuses_mismatched_shapes_and_missing_files(tmp_path):
     with pytest.raises(ValueError, match=r"propensities.ascii: no such file"):
         load_coat(folder)
     with pytest.raises(ValueError, match="no such folder"):
+        load_coat(tmp_path / "elsewhere")
+
+
+def test_load_coat_failures_are_data_errors_and_a_bom_is_skipped(tmp_path):
+    folder = write_coat(tmp_path / "coat")
+    path = folder / "train.ascii"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    np.testing.assert_array_equal(load_coat(folder).train.toarray(), COAT_TRAIN)
+    path.write_bytes(path.read_bytes()[:-3])                    # "0 0 3 4" cut to "0 0 3", no newline
+    with pytest.raises(DataError, match=r"train.ascii, line 3: 3 columns, but line 1 has 4; the file ends in "
+                                        r"the middle of this line"):
+        load_coat(folder)
+    path.write_bytes(b"0 4 0 1\n5 \x00 2 0\n")
+    with pytest.raises(DataError, match=r"train.ascii, line 2: NUL byte at byte offset 10"):
+        load_coat(folder)
+    with pytest.raises(DataError, match="no such folder"):
         load_coat(tmp_path / "elsewhere")
 
 

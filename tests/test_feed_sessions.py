@@ -222,6 +222,40 @@ def test_simulate_rejects_policy_tables_that_do_not_cover_the_contexts():
         next(feed.session_chunks(jax.random.key(0), scenario, sort_policy(), 10, jnp.zeros((X - 1, A))))
 
 
+def _exposure_table(bad, where=(3, 7)):
+    table = np.full((X, A), 0.25, np.float32)
+    table[where] = bad
+    return table
+
+
+@pytest.mark.parametrize("bad, found", [(7.0, "7.0"), (np.nan, "nan"), (-0.5, "-0.5"), (1.5, "1.5")])
+def test_simulate_rejects_impossible_logging_exposures(bad, found):
+    """A table of 7.0 or NaN used to be recorded as the log's ε₀ without a word."""
+    scenario = make_scenario(np.zeros((X, A)), np.zeros((X, A)))
+    with pytest.raises(ValueError, match=rf"^logging_exposure must hold exposures in \[0, 1\] \(expected views of an "
+                                         rf"item.*\), found {found} at index \(3, 7\); pass an exposure table"):
+        feed.simulate(jax.random.key(0), scenario, sort_policy(), 10, logging_exposure=_exposure_table(bad))
+    with pytest.raises(ValueError, match=rf"^exposure_table must hold exposures in \[0, 1\] .*found {found}"):
+        feed.session_chunks(jax.random.key(0), scenario, sort_policy(), 10, _exposure_table(bad))  # at the call
+
+
+def test_simulate_says_a_scalar_is_not_an_exposure_table():
+    scenario = make_scenario(np.zeros((X, A)), np.zeros((X, A)))
+    with pytest.raises(ValueError, match=rf"^logging_exposure must be an exposure table of shape {X} x {A} "
+                                         r"\(contexts x items, e\.g\. simrec\.feed\.exposure\(\.\.\.\)\.mean\), "
+                                         r"got a scalar$"):
+        feed.simulate(jax.random.key(0), scenario, sort_policy(), 10, logging_exposure=7.0)
+
+
+def test_simulate_accepts_zero_and_float32_rounded_exposures():
+    """Zero exposure (an item never shown) is legal; so is 1 + float32 rounding."""
+    scenario = make_scenario(np.zeros((X, A)), np.zeros((X, A)))
+    table = _exposure_table(0.0)
+    table[0, 0] = np.nextafter(np.float32(1), np.float32(2))
+    log = feed.simulate(jax.random.key(0), scenario, sort_policy(), 10, logging_exposure=table)
+    assert log.logging_exposure.shape == (10, K)
+
+
 @pytest.mark.parametrize("policy", [
     sort_policy(),
     pl_policy(),                                                                    # exact by the race

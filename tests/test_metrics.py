@@ -572,6 +572,86 @@ def test_graded_bad_gains_raise_a_clear_error(gains, message):
         metrics.dcg(scores, relevant, gains=gains)
 
 
+
+PUBLIC_METRICS = [
+    lambda s, r: metrics.ndcg(s, r), lambda s, r: metrics.dcg(s, r, k=2), lambda s, r: metrics.adg(s, r),
+    lambda s, r: metrics.average_precision(s, r), lambda s, r: metrics.recall_at(s, r, k=2),
+    lambda s, r: metrics.precision_at(s, r, k=2), lambda s, r: metrics.atop(s, r), lambda s, r: metrics.auc(s, r),
+    lambda s, r: metrics.evaluate(s, r, metrics=("ndcg",))["ndcg"],
+    lambda s, r: metrics.ndcg(s, r, gains=np.ones(np.shape(r))),
+]
+
+
+def _small_scores(seed=21):
+    rng = np.random.default_rng(seed)
+    scores = rng.standard_normal((4, 6))
+    relevant = rng.random((4, 6)) < 0.5
+    relevant[:, 0] = True
+    return scores, relevant
+
+
+@pytest.mark.parametrize("call", PUBLIC_METRICS)
+def test_complex_scores_are_refused_not_cut_to_their_real_part(call):
+    """They used to give the metrics of the real part (numpy's ComplexWarning aside)."""
+    scores, relevant = _small_scores()
+    with pytest.raises(TypeError, match=r"^scores must hold real numbers .*got dtype complex128; take the "
+                                        r"real part explicitly \(\.real\)"):
+        call(scores.astype(complex), relevant)
+
+
+def test_complex_scores_from_a_scoring_function_are_refused_too():
+    scores, relevant = _small_scores()
+    with pytest.raises(TypeError, match=r"scores of users 0\.\.3 \(from the scoring function\) must hold "
+                                        r"real numbers .*complex128"):
+        metrics.ndcg(lambda users: scores[users].astype(complex), relevant)
+    with pytest.raises(TypeError, match=r"gains must hold real numbers, got dtype complex128"):
+        metrics.ndcg(scores, relevant, gains=np.ones((4, 6), complex))
+
+
+@pytest.mark.parametrize("call", PUBLIC_METRICS)
+def test_rectangular_nested_lists_are_scores_like_arrays(call):
+    scores, relevant = _small_scores()
+    np.testing.assert_array_equal(call(scores.tolist(), relevant), call(scores, relevant))
+
+
+@pytest.mark.parametrize("call", PUBLIC_METRICS + [lambda s, r: metrics.ranks(s)])
+def test_ragged_or_flat_lists_of_scores_are_one_line_errors(call):
+    """Ragged lists used to fail inside numpy ('inhomogeneous shape'), plain lists with
+    AttributeError ('list' object has no attribute 'dtype')."""
+    relevant = np.ones((2, 2), bool)
+    with pytest.raises(ValueError) as error:
+        call([[0.1, 0.2], [0.3]], relevant)
+    assert str(error.value).startswith("scores must be a 2-D array [users, items], got a ragged nested list")
+    assert "pad the rows" in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(ValueError, match=r"^scores must have shape \(any, any\), a 2-D array \[users, items\]; "
+                                         r"got shape \(2,\)$"):
+        call([0.1, 0.2], relevant)
+
+
+def test_ranks_says_it_needs_a_dense_matrix_not_a_scoring_function():
+    """ranks(fn) used to complain about `relevant` ('relevant must have shape (any, any)'), an
+    argument ranks does not have; evaluate and the metrics do accept the function."""
+    scores, relevant = _small_scores()
+    np.testing.assert_array_equal(metrics.ndcg(lambda users: scores[users], relevant), metrics.ndcg(scores, relevant))
+    with pytest.raises(TypeError, match=r"^ranks needs scores as a dense \[users, items\] array \(numpy or JAX\), "
+                                        r"got a block-scoring function; evaluate and the metric functions accept it"):
+        metrics.ranks(lambda users: scores[users])
+    factors = metrics.Factors(np.ones((4, 2), np.float32), np.ones((6, 2), np.float32), np.zeros(6, np.float32))
+    with pytest.raises(TypeError, match=r"ranks needs scores as a dense .*got Factors"):
+        metrics.ranks(factors)
+    np.testing.assert_array_equal(metrics.ranks(scores.tolist()), metrics.ranks(scores))
+
+
+def test_graded_metrics_accept_factors():
+    """ndcg(Factors, gains=...) used to fail with AttributeError ('Factors' has no dtype)."""
+    rng = np.random.default_rng(22)
+    user, item = rng.integers(-3, 4, (4, 2)).astype(np.float32), rng.integers(-3, 4, (6, 2)).astype(np.float32)
+    relevant = rng.random((4, 6)) < 0.5
+    gains = rng.integers(1, 4, (4, 6)).astype(np.float64)
+    got = metrics.ndcg(metrics.Factors(user, item, np.zeros(6, np.float32)), relevant, gains=gains)
+    np.testing.assert_array_equal(got, metrics.ndcg(user @ item.T, relevant, gains=gains))
+
+
 # ---- observed-vs-complete helpers ----------------------------------------------------------------------
 
 def test_idcg_and_thm2_factor_closed_forms():
@@ -583,6 +663,27 @@ def test_idcg_and_thm2_factor_closed_forms():
     assert metrics.ndcg_bias_factor(o, p) == pytest.approx(expected)
     with pytest.raises(ValueError):
         metrics.ndcg_bias_factor(6, 5)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: metrics.idcg(2.7), r"^n_relevant must hold counts \(whole numbers >= 0\), found 2\.7; counts are "
+                                r"never truncated: round them"),
+    (lambda: metrics.idcg(np.array([3.0, 1.5])), r"n_relevant .*found 1\.5 at index \(1,\)"),
+    (lambda: metrics.idcg(True), r"n_relevant must hold counts .*got True \(bool\)"),
+    (lambda: metrics.idcg(-1), r"n_relevant must hold counts \(whole numbers >= 0\), found -1"),
+    (lambda: metrics.ndcg_bias_factor(2.5, 5), r"^n_observed must hold counts \(whole numbers >= 1\), found 2\.5"),
+    (lambda: metrics.ndcg_bias_factor(2, [5, 5.5]), r"^n_prior must hold counts .*found 5\.5 at index \(1,\)"),
+    (lambda: metrics.ndcg_bias_factor(0, 5), r"n_observed must hold counts \(whole numbers >= 1\), found 0"),
+])
+def test_counts_must_be_whole_numbers_never_truncated(call, message):
+    """idcg(2.7) used to be idcg(2) and ndcg_bias_factor(2.5, 5) the factor of (2, 5)."""
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_whole_float_counts_are_counts():
+    np.testing.assert_array_equal(metrics.idcg(np.array([3.0, 1.0])), metrics.idcg([3, 1]))
+    assert metrics.ndcg_bias_factor(2.0, np.float32(5)) == metrics.ndcg_bias_factor(2, 5)
 
 
 def test_mean_and_se():

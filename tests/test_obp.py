@@ -117,7 +117,7 @@ def test_loader_errors_name_the_file_and_line(fixture_log, line, column, value, 
     folder = fixture_log[0]
     path = folder / "random" / "men" / "men.csv.gz"
     _rewrite(path, line, column, value)
-    with pytest.raises(ValueError, match=f"men.csv.gz, {problem}".replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(data.DataError, match=f"men.csv.gz, {problem}".replace("(", r"\(").replace(")", r"\)")
                        .replace(".", r"\.")):
         data.load_open_bandit(folder, "random", "men")
 
@@ -140,6 +140,57 @@ def test_loader_refuses_missing_columns_files_and_bad_item_context(fixture_log, 
     with pytest.raises(ValueError, match=r"men.csv.gz, line 1: no column\(s\) click"):
         data.load_open_bandit(folder, "random", "men")
 
+
+
+def _log_bytes(folder: Path) -> bytes:
+    return gzip.decompress((folder / "random" / "men" / "men.csv.gz").read_bytes())
+
+
+@pytest.mark.parametrize("corrupt, problem", [
+    (lambda raw, gz: raw, r"men\.csv\.gz: not gzip data, though its name ends in \.gz; get a fresh copy"),
+    (lambda raw, gz: gz[:len(gz) // 2], r"men\.csv\.gz: the gzip data ends early \(a truncated copy\?\)"),
+    (lambda raw, gz: gz + b"junk", r"men\.csv\.gz: bytes that are not gzip data follow the gzip stream"),
+    (lambda raw, gz: gz[:200] + bytes(64) + gz[264:], r"men\.csv\.gz: corrupt gzip data"),
+    (lambda raw, gz: gzip.compress(raw.replace(b"\n", "\nZoë".encode("latin-1"), 1)),
+     r"men\.csv\.gz, line 2: byte 0xeb at byte offset \d+ of the decompressed text is not valid utf-8 text"),
+    (lambda raw, gz: gzip.compress(raw[:300] + b"\x00" + raw[300:]),
+     r"men\.csv\.gz, line \d+: NUL byte at byte offset 300 of the decompressed text"),
+    (lambda raw, gz: gzip.compress(raw[:raw.rindex(b"\n", 0, len(raw) - 1) + 10]),
+     r"men\.csv\.gz, line 61: missing .*; the file ends in the middle of this line"),
+])
+def test_corrupted_gzip_logs_are_one_line_data_errors(fixture_log, corrupt, problem):
+    """Non-gzip bytes in a .csv.gz used to surface as gzip's BadGzipFile, Latin-1 bytes as a bare
+    UnicodeDecodeError, without the file."""
+    folder = fixture_log[0]
+    path = folder / "random" / "men" / "men.csv.gz"
+    raw = _log_bytes(folder)
+    path.write_bytes(corrupt(raw, path.read_bytes()))
+    with pytest.raises(data.DataError, match=problem) as error:
+        data.load_open_bandit(folder, "random", "men")
+    assert "\n" not in str(error.value) and str(path) in str(error.value)
+
+
+def test_a_gzipped_log_under_a_plain_name_and_a_bom_and_missing_columns(fixture_log):
+    folder, columns, _ = fixture_log
+    path = folder / "random" / "men" / "men.csv.gz"
+    raw = _log_bytes(folder)
+    path.write_bytes(gzip.compress(b"\xef\xbb\xbf" + raw))                 # a BOM is skipped
+    np.testing.assert_array_equal(data.load_open_bandit(folder, "random", "men").item, columns["item"])
+    path.unlink()
+    (folder / "random" / "men" / "men.csv").write_bytes(gzip.compress(raw))
+    with pytest.raises(data.DataError, match=r"men\.csv: gzip-compressed data under a plain \.csv name; rename it "
+                                             r"to men\.csv\.gz"):
+        data.load_open_bandit(folder, "random", "men")
+    header, rest = raw.split(b"\n", 1)
+    path.write_bytes(gzip.compress(header.replace(b",propensity_score", b"") + b"\n" + rest))
+    (folder / "random" / "men" / "men.csv").unlink()
+    with pytest.raises(data.DataError, match=r"men\.csv\.gz, line 1: no column\(s\) propensity_score"):
+        data.load_open_bandit(folder, "random", "men")
+    context = folder / "random" / "men" / "item_context.csv"
+    context.write_bytes(context.read_bytes().replace(b"h1", "hé".encode("latin-1"), 1))
+    path.write_bytes(gzip.compress(raw))
+    with pytest.raises(data.DataError, match=r"item_context\.csv, line \d+: byte 0xe9 .* is not valid utf-8 text"):
+        data.load_open_bandit(folder, "random", "men")
 
 @pytest.mark.skipif(not (SAMPLE / "random" / "all" / "all.csv.gz").is_file(),
                     reason="Open Bandit sample not found below the data folder")

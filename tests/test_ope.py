@@ -135,6 +135,76 @@ def test_bad_input_raises(call):
         call(random_log(3, n=200))
 
 
+EMPTY_FEED = [       # K = 0: rewards etc. of shape [N, 0]
+    ("trajectory_dcg", lambda d, p, q: ope.trajectory_dcg(*d)),
+    ("dcg_sweep", lambda d, p, q: ope.dcg_sweep(*d, [1.0, np.inf])),      # used to be ZeroDivisionError
+    ("ideal_dcg", lambda d, p, q: ope.ideal_dcg(d[0], d[1], d[3], [1.0])),  # used to return zeros
+    ("trajectory_ndcg", lambda d, p, q: ope.trajectory_ndcg(*d, [1.0])),
+    ("post_normalised_dcg", lambda d, p, q: ope.post_normalised_dcg(*d, [1.0])),
+    ("self_normalised_dcg", lambda d, p, q: ope.self_normalised_dcg(*d)),
+    ("trajectory_dr", lambda d, p, q: ope.trajectory_dr(*d, p, q)),
+    ("dr_sweep", lambda d, p, q: ope.dr_sweep(*d, p, q, 1.0)),             # used to be ZeroDivisionError
+]
+
+
+@pytest.mark.parametrize("name, call", EMPTY_FEED, ids=[name for name, _ in EMPTY_FEED])
+def test_an_empty_feed_is_a_clear_error_in_every_estimator(name, call):
+    """Before: IndexError (index out of bounds) or ZeroDivisionError, or zeros for ideal_dcg."""
+    n = 6
+    data = (np.zeros((n, 0), np.float32), np.zeros((n, 0), np.float32), np.zeros((n, 0), np.float32),
+            np.zeros((n, 0), bool))
+    with pytest.raises(ValueError, match=r"have shape \(6, 0\): the feed length K must be >= 1"):
+        call(data, np.zeros((n, 0), np.float32), np.zeros(n, np.float32))
+
+
+@pytest.mark.parametrize("m", [True, np.bool_(True), [True, 4.0], (2.0, False), np.array([True])])
+@pytest.mark.parametrize("call", [
+    lambda d, m: ope.trajectory_dcg(*d, m=m), lambda d, m: ope.dcg_sweep(*d, m),
+    lambda d, m: ope.ideal_dcg(d[0], d[1], d[3], [1.0], m), lambda d, m: ope.trajectory_ndcg(*d, [1.0], m),
+    lambda d, m: ope.post_normalised_dcg(*d, [1.0], m), lambda d, m: ope.self_normalised_dcg(*d, m),
+    lambda d, m: ope.dr_sweep(*d, np.zeros(d[0].shape, np.float32), np.zeros(len(d[0]), np.float32), m),
+])
+def test_a_bool_is_not_a_clipping_value(call, m):
+    """m=True used to be read as m = 1 (raw labels), silently."""
+    with pytest.raises(TypeError, match=r"^m must be a number >= 1 or inf \(or an array of them\), got .*; a "
+                                        r"bool is not a number \(True is not 1\)$"):
+        call(random_log(3, n=50), m)
+
+
+def test_clipping_value_messages_name_m_and_the_range():
+    data = random_log(3, n=50)
+    with pytest.raises(ValueError, match=r"^m must be a number >= 1 or inf \(or an array of them\), got 0\.5$"):
+        ope.trajectory_dcg(*data, m=0.5)
+    with pytest.raises(ValueError, match=r"m must be a scalar or a non-empty vector of clipping values"):
+        ope.trajectory_dcg(*data, m=[])
+    with pytest.raises(TypeError, match=r"m must be a number >= 1 or inf .*got '2'"):
+        ope.trajectory_dcg(*data, m="2")
+
+
+def test_exposure_errors_say_what_an_exposure_is():
+    rewards, logging, target, viewed = random_log(3, n=50)
+    with pytest.raises(ValueError, match=r"^logging_exposure must be finite and in \[0, 1\] \(an exposure is an "
+                                         r"item's expected views.*logged_exposures"):
+        ope.dcg_sweep(rewards, np.where(viewed, 7.0, logging), target, viewed, 1.0)
+    with pytest.raises(ValueError, match=r"^target_exposure must be finite and in \[0, 1\]"):
+        ope.trajectory_dcg(rewards, logging, np.full_like(target, np.nan), viewed)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda t, ok: ope.support_loss(t, ok), "logging_table"),
+    (lambda t, ok: ope.support_loss(ok, t), "target_table"),
+    (lambda t, ok: ope.direct_method(ok, t), "target_table"),
+])
+@pytest.mark.parametrize("bad, found", [(7.0, "7.0"), (np.nan, "nan"), (-0.5, "-0.5")])
+def test_exposure_tables_are_checked_where_they_enter(call, name, bad, found):
+    """Out-of-range or NaN exposure tables used to give a number (NaN, or support lost > 1)."""
+    ok = np.full((3, 4), 0.5, np.float32)
+    table = ok.copy()
+    table[2, 1] = bad
+    with pytest.raises(ValueError, match=rf"^{name} must hold exposures in \[0, 1\] .*found {found} at index "
+                                         r"\(2, 1\); pass an exposure table"):
+        call(table, ok)
+
 # --------------------------------------------------------------------------------------------
 # Monte Carlo: unbiasedness, clipping bias, violations
 # --------------------------------------------------------------------------------------------
@@ -398,6 +468,8 @@ def test_logged_exposures_matches_loop_for_all_and_for_the_logs_contexts():
     (lambda log: ope.logged_exposures(log, tables(TARGET)[[2, 2, 5, 11]], [2, 2, 5, 11]), "distinct"),
     (lambda log: ope.logged_exposures(log, tables(TARGET)[:, :3]), "log.items holds item"),
     (lambda log: ope.logged_exposures(log, tables(TARGET)[0]), "table"),
+    (lambda log: ope.logged_exposures(log, tables(TARGET) * 3), r"table must hold exposures in \[0, 1\]"),
+    (lambda log: ope.logged_exposures(log, np.full((X, A), np.nan)), r"table must hold exposures .*found nan"),
 ])
 def test_logged_exposures_rejects_tables_that_do_not_cover_the_log(call, message):
     with pytest.raises(ValueError, match=message):

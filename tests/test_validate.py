@@ -191,3 +191,116 @@ def test_relevance_mask_rejects_wrong_types_and_shapes():
         validate.relevance_mask("relevant", {"a": 1})
     with pytest.raises(ValueError, match=r"relevant must have shape \(3, any\), got shape \(2, 3\)"):
         validate.relevance_mask("relevant", DENSE, (3, None))
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers, counts, real arrays and exposure tables
+# --------------------------------------------------------------------------------------------
+
+def test_numbers_accepts_scalars_and_vectors_in_the_interval():
+    np.testing.assert_array_equal(validate.numbers("m", [1, 2.5, math.inf], low=1.0, inf=True), [1, 2.5, math.inf])
+    assert validate.numbers("m", np.float32(3), low=1.0).shape == ()
+    assert validate.numbers("m", jnp.array([1.0, 2.0]), low=1.0).dtype == np.float64
+
+
+@pytest.mark.parametrize("value, error, message", [
+    (True, ArgumentTypeError, r"m must be a number >= 1 or inf \(or an array of them\), got True \(bool\)"),
+    (np.bool_(True), ArgumentTypeError, r"got True \(bool\)"),
+    ([2.0, True], ArgumentTypeError, r"got \[2.0, True\] \(list\)"),       # numpy would make it [2, 1]
+    (np.array([True, False]), ArgumentTypeError, "must be a number >= 1 or inf"),
+    (0.5, ValueError, r"m must be a number >= 1 or inf \(or an array of them\), got 0.5$"),
+    ([1.0, math.nan], ValueError, r"found nan at index \(1,\)"),
+    (-math.inf, ValueError, "got -inf"),
+    ("2", ArgumentTypeError, r"got '2' \(str\)"),
+    (None, ArgumentTypeError, "got None"),
+    (2 + 1j, ArgumentTypeError, r"\.real"),
+    ([[1.0], [2.0, 3.0]], ValueError, "ragged nested list"),
+])
+def test_numbers_rejects_bools_nan_and_out_of_range_values(value, error, message):
+    with pytest.raises(error, match=message):
+        validate.numbers("m", value, low=1.0, inf=True)
+
+
+def test_numbers_rejects_inf_unless_allowed():
+    with pytest.raises(ValueError, match=r"x must be a number in \(0, 1\] \(or an array of them\), got inf"):
+        validate.numbers("x", math.inf, low=0.0, high=1.0, low_open=True)
+
+
+def test_counts_are_whole_numbers_never_truncated():
+    np.testing.assert_array_equal(validate.counts("n", [3, 0]), [3, 0])
+    assert validate.counts("n", np.array([2.0, 5.0])).dtype == np.int64        # whole floats pass
+    assert validate.counts("n", 4).shape == ()
+    with pytest.raises(ValueError, match=r"n must hold counts \(whole numbers >= 0\), found 2.7; counts "
+                                         r"are never truncated: round them"):
+        validate.counts("n", 2.7)
+    with pytest.raises(ValueError, match=r"found 1.5 at index \(1,\)"):
+        validate.counts("n", [2.0, 1.5])
+    with pytest.raises(ValueError, match=r"found nan"):
+        validate.counts("n", [math.nan])
+    with pytest.raises(ValueError, match=r"n must hold counts \(whole numbers >= 1\), found 0"):
+        validate.counts("n", 0, low=1)
+    with pytest.raises(ArgumentTypeError, match=r"got True \(bool\); a bool is a flag, not a count"):
+        validate.counts("n", True)
+    with pytest.raises(ArgumentTypeError, match="got dtype complex128"):
+        validate.counts("n", np.array([1 + 0j]))
+
+
+def test_array_rules_refuse_a_bare_bool_but_keep_bool_arrays():
+    """A bool array is 0/1 data; a single True where a number belongs is a mistake."""
+    np.testing.assert_array_equal(validate.probabilities("rate", [True, False]), [1.0, 0.0])
+    for rule in (validate.probabilities, validate.finite_values, validate.no_nan):
+        with pytest.raises(ArgumentTypeError, match=r"rate must be a number or an array of numbers, got True"):
+            rule("rate", True)
+
+
+def test_real_array_keeps_arrays_and_converts_rectangular_lists():
+    scores = jnp.ones((2, 3))
+    assert validate.real_array("scores", scores, (None, None)) is scores                  # no copy
+    np.testing.assert_array_equal(validate.real_array("scores", [[1, 2], [3, 4]], (2, 2)), [[1, 2], [3, 4]])
+    assert validate.real_array("gains", sp.csr_matrix(np.eye(2))).format == "csr"
+
+
+@pytest.mark.parametrize("value, error, message", [
+    ([[0.1, 0.2], [0.3]], ValueError, r"^scores must be a 2-D array \[users, items\], got a ragged nested "
+                                      r"list \(rows of different lengths\); pad the rows"),
+    ([0.1, 0.2], ValueError, r"^scores must have shape \(any, any\), a 2-D array \[users, items\]; got shape \(2,\)$"),
+    (np.ones((2, 2), complex), ArgumentTypeError, r"^scores must hold real numbers \(int or float, not bool\), "
+                                                  r"got dtype complex128; take the real part explicitly \(\.real\)"),
+    (np.ones((2, 2), bool), ArgumentTypeError, r"got dtype bool; convert it explicitly \(\.astype\(float\)\)"),
+    (np.full((2, 2), "a"), ArgumentTypeError, "got dtype <U1; convert it to a numeric"),
+])
+def test_real_array_errors_name_the_argument_and_the_fix(value, error, message):
+    with pytest.raises(error, match=message):
+        validate.real_array("scores", value, (None, None), what="[users, items]", bool_ok=False)
+
+
+def test_ragged_lists_are_one_line_errors_in_every_array_rule():
+    ragged = [[0, 1], [1]]
+    for call in (lambda: validate.relevance_mask("relevant", ragged),
+                 lambda: validate.indices("users", ragged, 3, "users"),
+                 lambda: validate.finite_values("x", ragged), lambda: validate.matrix_shape("x", ragged, (2, 2))):
+        with pytest.raises(ValueError, match=r"must be a rectangular array, got a ragged nested list") as error:
+            call()
+        assert "\n" not in str(error.value)
+
+
+def test_exposures_are_tables_in_the_unit_interval():
+    table = np.array([[0.0, 0.5], [1.0, 1.0 + 1e-6]], np.float32)          # zeros and float32 rounding pass
+    assert validate.exposures("logging_exposure", table, (2, 2)) is table
+    validate.exposures("t", jnp.asarray(table))
+    with pytest.raises(ValueError, match=r"^logging_exposure must be an exposure table of shape 2 x 2 \(contexts x "
+                                         r"items, e\.g\. simrec\.feed\.exposure\(\.\.\.\)\.mean\), got a scalar$"):
+        validate.exposures("logging_exposure", 7.0, (2, 2))
+    with pytest.raises(ValueError, match=r"must have shape \(2, 3\), got shape \(2, 2\)"):
+        validate.exposures("logging_exposure", table, (2, 3))
+    for bad, found in ((7.0, "7.0"), (np.nan, "nan"), (-0.25, "-0.25"), (1.01, "1.01")):
+        values = table.astype(np.float64)
+        values[1, 0] = bad
+        with pytest.raises(ValueError, match=rf"logging_exposure must hold exposures in \[0, 1\] .*found {found}\S* "
+                                             r"at index \(1, 0\); pass an exposure table"):
+            validate.exposures("logging_exposure", values)
+
+    def traced(t):
+        return validate.exposures("t", t)                # a tracer: the shape only
+
+    jax.jit(traced)(jnp.full((2, 2), 7.0))

@@ -212,12 +212,18 @@ def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, e
     Chunks hold a power of two of sessions, at most `chunk_size` (default: about 2^22 shown items
     per chunk) and at most the next power of two above `num_sessions` (so few shapes compile);
     the last chunk is cut to give exactly `num_sessions`. exposure_table: f32[X, A], the ε₀ to
-    record. With fatigue, chunks are rounded up to a multiple of `round_size`.
+    record (values in [0, 1], `simrec.validate.exposures`). With fatigue, chunks are rounded up
+    to a multiple of `round_size`. Arguments are checked when it is called, before the first chunk.
     """
     num_sessions = validate.integer("num_sessions", num_sessions, low=1)
     check_policy(scenario, policy)
-    validate.matrix_shape("exposure_table (contexts x items)", exposure_table,
-                          (num_contexts(scenario), num_items(policy)))
+    validate.exposures("exposure_table", exposure_table, (num_contexts(scenario), num_items(policy)))
+    return _chunks(key, scenario, policy, num_sessions, exposure_table, chunk_size, round_size)
+
+
+def _chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, exposure_table, chunk_size, round_size):
+    """`session_chunks` after its table and session checks (chunk_size and round_size are checked
+    here, eagerly): a generator of the chunks."""
     K = policy.feed_length
     limit = validate.integer("chunk_size", chunk_size, low=1) if chunk_size is not None else max(1, 2**22 // K)
     size = min(1 << (limit.bit_length() - 1), 1 << (num_sessions - 1).bit_length())
@@ -226,15 +232,18 @@ def session_chunks(key, scenario: Scenario, policy: Policy, num_sessions: int, e
         round_size = validate.integer("round_size", round_size, low=1)
         size = -(-size // round_size) * round_size
     rounds, per_round = (size // round_size, round_size) if fatigue else (1, size)
-    tables = context_tables(policy, num_contexts(scenario))
-    counts = jnp.zeros((num_contexts(scenario), num_items(policy)), jnp.float32) if fatigue else None
-    for c, start in enumerate(range(0, num_sessions, size)):
-        out, counts = _chunk(jax.random.fold_in(key, c), scenario, policy, tables, exposure_table,
-                             counts, rounds, per_round)
-        take = min(size, num_sessions - start)
-        if take < size:
-            out = {name: (x[:, :take] if name == "rewards" else x[:take]) for name, x in out.items()}
-        yield sharding.gather(out)
+
+    def generate():
+        tables = context_tables(policy, num_contexts(scenario))
+        counts = jnp.zeros((num_contexts(scenario), num_items(policy)), jnp.float32) if fatigue else None
+        for c, start in enumerate(range(0, num_sessions, size)):
+            out, counts = _chunk(jax.random.fold_in(key, c), scenario, policy, tables, exposure_table,
+                                 counts, rounds, per_round)
+            take = min(size, num_sessions - start)
+            if take < size:
+                out = {name: (x[:, :take] if name == "rewards" else x[:take]) for name, x in out.items()}
+            yield sharding.gather(out)
+    return generate()
 
 
 def logging_exposure_table(key: jax.Array, scenario: Scenario, policy: Policy, *, num_samples: int = 100) -> Exposure:
@@ -260,7 +269,8 @@ def simulate(key: jax.Array, scenario: Scenario, policy: Policy, num_sessions: i
     """Simulate `num_sessions` sessions of `policy` in `scenario` and return their `Log`.
 
     logging_exposure: the policy's exposure table f32[X, A] under the scenario's view model, the
-    ε₀ recorded for every viewed item. When None it is computed here as
+    ε₀ recorded for every viewed item: finite and in [0, 1] (`simrec.validate.exposures`; a
+    scalar is not a table). When None it is computed here as
     `logging_exposure_table(key, scenario, policy, num_samples=num_samples).mean`: exact for
     Sort, ε-greedy and (on fixed or top-k candidates) Plackett–Luce loggers, else a Monte Carlo
     mean over `num_samples` samples whose standard error that function returns. The table
@@ -278,11 +288,11 @@ def simulate(key: jax.Array, scenario: Scenario, policy: Policy, num_sessions: i
     check_policy(scenario, policy)
     if logging_exposure is None:
         logging_exposure = logging_exposure_table(key, scenario, policy, num_samples=num_samples).mean
+    else:
+        validate.exposures("logging_exposure", logging_exposure, (num_contexts(scenario), num_items(policy)))
     logging_exposure = jnp.asarray(logging_exposure, jnp.float32)
-    validate.matrix_shape("logging_exposure (contexts x items)", logging_exposure,
-                          (num_contexts(scenario), num_items(policy)))
-    chunks = list(session_chunks(k_sessions, scenario, policy, num_sessions, logging_exposure,
-                                 chunk_size=chunk_size, round_size=round_size))
+    num_sessions = validate.integer("num_sessions", num_sessions, low=1)
+    chunks = list(_chunks(k_sessions, scenario, policy, num_sessions, logging_exposure, chunk_size, round_size))
     cat = {name: (jnp.concatenate([c[name] for c in chunks], axis=1 if name == "rewards" else 0)
                   if len(chunks) > 1 else chunks[0][name]) for name in chunks[0]}
     return Log(day=jnp.full(num_sessions, day, jnp.int32), signals=scenario.signals, **cat)
