@@ -46,7 +46,7 @@ from simrec.config import ConfigError
 __all__ = [
     "ArgumentTypeError", "is_concrete", "integer", "finite", "positive", "probability",
     "in_unit_interval", "choice", "real_array", "finite_values", "no_nan", "probabilities", "numbers",
-    "counts", "exposures", "EXPOSURE_TOLERANCE", "matrix_shape", "table_rows", "has_shape", "indices",
+    "counts", "clipping_values", "exposures", "EXPOSURE_TOLERANCE", "matrix_shape", "table_rows", "has_shape", "indices",
     "relevance_mask", "MEMORY_LIMIT_ENV", "MemoryLimitError", "memory_limit", "fits_in_memory",
 ]
 
@@ -277,6 +277,16 @@ def numbers(name: str, values, *, low: float | None = None, high: float | None =
         raise ValueError(f"{name} must be {wanted}, got {found!r}" if arr.ndim == 0 else
                          f"{name} must be {wanted}, found {found}")
     return arr
+
+
+def clipping_values(name: str, values) -> tuple[float, ...]:
+    """A non-empty tuple of distinct clipping values m >= 1 (inf = no clipping; never a bool or
+    NaN), e.g. a study's grid of m; a ValueError naming `name` otherwise."""
+    arr = numbers(name, values, low=1, inf=True).ravel()
+    if arr.size == 0 or len(set(arr.tolist())) != arr.size:
+        raise ValueError(f"{name} must be distinct clipping values >= 1 (inf allowed), at least one, got "
+                         f"{_got(values)}")
+    return tuple(arr.tolist())
 
 
 def counts(name: str, values, *, low: int = 0) -> np.ndarray:

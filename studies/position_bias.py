@@ -45,7 +45,7 @@ import pandas as pd
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from simrec import feed  # noqa: E402
+from simrec import feed, validate  # noqa: E402
 from simrec.runner import ConfigError, Report, Study, cell_key  # noqa: E402
 from simrec_studies import scenarios, sensitivity  # noqa: E402
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained  # noqa: E402
@@ -121,8 +121,10 @@ class PositionBiasConfig:
         targets = [scenarios.ranker_label(r) for r in self.improving + self.harmful]
         if len(set(targets)) != len(targets) or scenarios.ranker_label(self.logger) in targets:
             raise ConfigError(f"logger, improving and harmful must be distinct rankers, got {targets}")
-        if not self.m or any(math.isnan(v) or v < 1 for v in self.m) or len(set(self.m)) != len(self.m):
-            raise ConfigError(f"m must be distinct clipping values >= 1 (inf allowed), got {self.m}")
+        try:
+            validate.clipping_values("m", self.m)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
         for level in self.levels:

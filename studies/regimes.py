@@ -76,7 +76,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from simrec import feed, ope, stats
+from simrec import feed, ope, stats, validate
 from simrec.runner import ConfigError, Report, Study, shared_key
 from simrec.world import WorldConfig
 from simrec_studies import scenarios as S
@@ -212,8 +212,10 @@ class RegimesConfig:
         labels = [S.ranker_label(r) for r in self.improving + self.harmful]
         if len(set(labels)) != len(labels) or "r0" in labels:
             raise ConfigError(f"improving and harmful must be distinct rankers other than r0, got {labels}")
-        if not self.m or any(math.isnan(v) or v < 1 for v in self.m) or len(set(self.m)) != len(self.m):
-            raise ConfigError(f"m must be distinct clipping values >= 1 (inf allowed), got {self.m!r}")
+        try:
+            validate.clipping_values("m", self.m)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
 

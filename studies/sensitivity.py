@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from simrec import feed, ope, stats
+from simrec import feed, ope, stats, validate
 from simrec.runner import ConfigError, Report, Study, cell_key
 from simrec_studies import scenarios
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
@@ -116,8 +116,10 @@ class SensitivityConfig:
         names = [scenarios.ranker_label(r) for r in (self.logger,) + self.improving + self.harmful]
         if len(set(names)) != len(names):
             raise ConfigError(f"logger, improving and harmful must be distinct rankers, got {names}")
-        if not self.m or any(math.isnan(v) or v < 1 for v in self.m) or len(set(self.m)) != len(self.m):
-            raise ConfigError(f"m must be distinct clipping values >= 1 (inf allowed), got {self.m}")
+        try:
+            validate.clipping_values("m", self.m)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         for name in ("confidence", "ab_alpha"):
             if not 0 < getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be in (0, 1), got {getattr(self, name)}")

@@ -304,3 +304,16 @@ def test_exposures_are_tables_in_the_unit_interval():
         return validate.exposures("t", t)                # a tracer: the shape only
 
     jax.jit(traced)(jnp.full((2, 2), 7.0))
+
+
+@pytest.mark.parametrize("values, message", [
+    ((), "at least one"), ((1.0, 1.0), "distinct"), ((0.5, 2.0), ">= 1 or inf"),
+    ((float("nan"),), ">= 1 or inf"), ((True, 2.0), "a bool is not a number"),
+])
+def test_clipping_values_are_distinct_numbers_at_least_one(values, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        validate.clipping_values("m", values)
+
+
+def test_clipping_values_keep_inf_and_order():
+    assert validate.clipping_values("m", (4, 1.0, float("inf"))) == (4.0, 1.0, float("inf"))
