@@ -31,10 +31,10 @@ from pathlib import Path
 
 from simrec.config import MAX_SEED, ConfigError, config_fields, config_help, with_overrides
 from simrec.datafiles import DATA_ENV
+from simrec.output import RESULTS, RUNS
 
 EXIT_USAGE = 2
 STUDY_GROUP, BENCH_GROUP = "simrec.studies", "simrec.benchmarks"
-RESULTS, RUNS = Path("results"), Path("runs")
 #: the cell and setup cache of every run without --out (runs and published results share it)
 RUNS_CACHE = RUNS / ".simrec-cache"
 

@@ -14,8 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
+__all__ = ["RESULTS", "RUNS", "OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
            "atomic_write_text", "write_table", "write_figure", "write_results_index"]
+
+
+#: the committed results (one folder per study and preset, indexed by results/README.md) and the
+#: folder of every other run, both relative to the working folder
+RESULTS, RUNS = Path("results"), Path("runs")
 
 
 class OutputError(OSError):

@@ -71,7 +71,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from simrec import feed, ope, stats
+from simrec import feed, ope, stats, validate
 from simrec.feed.policies import table_values
 from simrec.runner import ConfigError, Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig
@@ -181,8 +181,10 @@ class AssumptionsConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < (2 if name == "replications" else 1):
                 raise ConfigError(f"{name} must be an integer >= {2 if name == 'replications' else 1}, got {value!r}")
-        if not self.m or any(math.isnan(v) or v < 1 for v in self.m) or len(set(self.m)) != len(self.m):
-            raise ConfigError(f"m must be distinct clipping values >= 1 (inf allowed), got {self.m}")
+        try:
+            validate.clipping_values("m", self.m)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
         if self.zero_ideal not in ("zero", "skip"):

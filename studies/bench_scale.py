@@ -74,8 +74,7 @@ from pathlib import Path
 import numpy as np
 import scipy.stats
 
-from simrec.cli import RESULTS
-from simrec.output import OutputFolder, atomic_write_text, write_figure, write_results_index, write_table
+from simrec.output import RESULTS, OutputFolder, atomic_write_text, write_figure, write_results_index, write_table
 from simrec_studies._bench_args import Parser, integer, positive_int, usage_errors
 from simrec_studies.bench_feed import M_VALUES, random_feed_tables, timed
 

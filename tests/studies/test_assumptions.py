@@ -147,7 +147,7 @@ def test_config_validation_names_the_field():
                                 r"unsupported must be increasing distinct dial values in \(0, 0.9\]"),
                                ({"assumptions": ("fatigue", "gravity")}, "assumptions must be distinct names"),
                                ({"replications": 1}, "replications must be an integer >= 2"),
-                               ({"m": (0.5,)}, "m must be distinct clipping values >= 1"),
+                               ({"m": (0.5,)}, "m must be a number >= 1 or inf"),
                                ({"exponential_gamma": 1.0}, "exponential_gamma must be in")):
         with pytest.raises(runner.ConfigError, match=message):
             dataclasses.replace(assumptions.PRESETS["smoke"], **overrides)

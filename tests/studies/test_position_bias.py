@@ -48,7 +48,7 @@ def test_no_module_level_state():
     ({"replications": 0}, "replications must be"),
     ({"harvest_rankers": (Trained("r0"),)}, "at least 2 distinct"),
     ({"improving": (Trained("r0"),)}, "distinct rankers"),
-    ({"m": (0.5,)}, "clipping values"),
+    ({"m": (0.5,)}, "m must be a number >= 1 or inf"),
     ({"confidence": 1.0}, "confidence"),
     ({"scenario": scenarios.PRESETS["smoke"], "levels": ("level2",)}, "cascade and satiation must be 0"),
 ])

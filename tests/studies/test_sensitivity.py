@@ -135,7 +135,7 @@ def test_target_values_are_the_values_of_offline_differences(scored):
 def test_config_validation_names_the_field():
     with pytest.raises(runner.ConfigError, match="improving must name"):
         sensitivity.SensitivityConfig(improving=())
-    with pytest.raises(runner.ConfigError, match="m must be distinct clipping values >= 1"):
+    with pytest.raises(runner.ConfigError, match="m must be a number >= 1 or inf"):
         sensitivity.SensitivityConfig(m=(0.5, math.inf))
     with pytest.raises(runner.ConfigError, match="view must be"):
         sensitivity.SensitivityConfig(view="log")
