@@ -113,6 +113,10 @@ def check_folder(folder: Path | str, studies: Mapping[str, Callable[[], object]]
         return FolderStatus(folder, None, None, FOREIGN, ("no readable manifest.json",))
     name, preset = manifest.get("study"), manifest.get("preset")
     packages = _packages(manifest)
+    if not manifest.get("benchmark") and name not in studies and name in benchmarks:
+        return FolderStatus(folder, name, preset, STALE,
+                            ("written by the benchmark before its manifests recorded a code version",),
+                            packages, benchmark=True)
     if manifest.get("benchmark"):
         module = benchmarks.get(manifest["benchmark"])
         if module is None:

@@ -93,3 +93,12 @@ def test_compare_folders_names_what_differs(tmp_path):
     (a / "fig.png").unlink()
     (a / "table_y.csv").write_text("2\n")
     assert provenance.compare_folders(a, b).same
+
+
+def test_a_benchmark_folder_from_before_versioned_manifests_is_stale_not_foreign(tmp_path):
+    (tmp_path / "scale").mkdir()
+    (tmp_path / "scale" / "manifest.json").write_text(json.dumps({"study": "scale", "preset": "default"}))
+    status = provenance.check_folder(tmp_path / "scale", {}, {"scale": "simrec_studies.bench_metrics"})
+    assert status.status == provenance.STALE and status.benchmark
+    assert "before its manifests recorded a code version" in status.line()
+    assert provenance.check_folder(tmp_path / "scale", {}, {}).status == provenance.FOREIGN

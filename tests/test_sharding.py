@@ -29,7 +29,8 @@ def _env(devices: int) -> dict:
     """The test process's environment for a child with `devices` emulated CPU devices, without
     any cluster variables (which would start a multi-host run)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(CLUSTER_PREFIXES)}
-    env.update(XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}", JAX_PLATFORMS="cpu",
+    flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    env.update(XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
     return env
 

@@ -4,7 +4,7 @@ from simrec_studies import bench_opt_adg
 
 
 def test_benchmark_runs_without_lightfm(capsys):
-    code = bench_opt_adg.main(["--presets", "tiny", "--budgets", "0.5", "1", "--dim", "4",
+    code = bench_opt_adg.main(["--presets", "tiny", "--budgets", "0.25", "0.5", "--dim", "4",
                                "--lrs", "0.05", "0.1", "--l2s", "0.2", "--samplings", "user", "positive",
                                "--lightfm-python", "/nonexistent/python"])
     assert code == 0

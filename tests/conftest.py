@@ -1,0 +1,35 @@
+"""Settings of every process of a test session: the pytest-xdist workers and the subprocesses the
+tests start (CLI runs, multi-device and multi-process runs, benchmarks) inherit them through the
+environment, which is why they are set here, before JAX is imported.
+
+About half of the suite's CPU time is XLA compiling many small programs that then run for
+milliseconds, so the session
+
+* compiles at LLVM optimisation level 0 (``XLA_FLAGS``; the same programs, less optimised
+  machine code; every comparison in the suite is between runs under the same flags or against a
+  tolerance), unless ``XLA_FLAGS`` is already set: set it (even to ``""``) to test the fully
+  optimised build;
+* shares one persistent compilation cache (``JAX_COMPILATION_CACHE_DIR``, a fresh temporary folder
+  removed at the end unless set beforehand), so a program compiled by one worker or subprocess is
+  read back by the others.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+os.environ.setdefault("XLA_FLAGS", FAST_COMPILE)
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="simrec-tests-xla-")
+    os.environ["SIMREC_TESTS_OWN_XLA_CACHE"] = os.environ["JAX_COMPILATION_CACHE_DIR"]
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+
+
+def pytest_unconfigure(config):
+    """The process that made the cache folder (the xdist controller, or the only process) removes it."""
+    own = os.environ.get("SIMREC_TESTS_OWN_XLA_CACHE")
+    if own and "PYTEST_XDIST_WORKER" not in os.environ:
+        shutil.rmtree(own, ignore_errors=True)
