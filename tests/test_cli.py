@@ -306,7 +306,10 @@ def test_sweep_of_a_report_field_computes_each_cell_once(toy_registry, tmp_path,
 
 def test_sigint_of_a_real_run_is_reported_truthfully(tmp_path):
     """Ctrl-C while the first cell is still running: the message must not claim cached cells."""
-    code = ("import sys, time, dataclasses; from tests import test_runner as t; from simrec import cli\n"
+    # the child gets Python's own Ctrl-C handler: a test run before this one in the same worker may
+    # have left SIGINT ignored, and an ignored disposition is inherited by subprocesses
+    code = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "import sys, time, dataclasses; from tests import test_runner as t; from simrec import cli\n"
             "slow = dataclasses.replace(t.TOY, compute=lambda *a: (open(sys.argv[1], 'w').write('x'), time.sleep(60)))\n"
             "cli.load_study = lambda name: slow\n"
             "sys.exit(cli.main(['run', 'toy', '--out', sys.argv[2], '--quiet']))")

@@ -173,5 +173,7 @@ def test_quality_logit_is_the_logit_of_quality():
     world = make_world(jax.random.key(3), "tiny")
     users = jnp.arange(world.n_users)
     logit = quality_logit(world, users)
-    np.testing.assert_allclose(jax.nn.sigmoid(logit), quality(world, users), rtol=1e-6)
+    # float32: the two programs are compiled separately, so XLA may fuse and round them differently
+    # (observed up to 2e-6 relative in the far tail, q ~ 1e-8); 1e-5 is ~80 ulps
+    np.testing.assert_allclose(jax.nn.sigmoid(logit), quality(world, users), rtol=1e-5)
     assert bool(jnp.all(jnp.isfinite(logit)))
