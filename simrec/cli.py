@@ -328,7 +328,7 @@ def cmd_results(args) -> int:
     counts = {s: sum(status.status == s for status in statuses) for s in
               (provenance.FRESH, provenance.STALE, provenance.FOREIGN, provenance.UNCHECKED)}
     print(f"{len(statuses)} folders: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    if any(status.status == provenance.STALE and status.command.endswith("--publish") for status in statuses):
+    if any(status.status == provenance.STALE and status.default_preset for status in statuses):
         print("regenerate the stale default-preset folders with: simrec run all --stale")
     return 1 if args.strict and counts[provenance.STALE] else 0
 

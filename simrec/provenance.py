@@ -41,11 +41,17 @@ class FolderStatus:
     benchmark: bool = False
 
     @property
+    def default_preset(self) -> bool:
+        """A study's default-preset folder (``results/STUDY``): what ``simrec run all --stale``
+        regenerates and what the test suite requires to be fresh."""
+        return not self.benchmark and self.preset == "default" and self.folder.name == self.study
+
+    @property
     def command(self) -> str:
         """The command that regenerates the folder."""
         if self.benchmark:
             return f"simrec bench {self.study} --out {self.folder}"
-        if self.preset == "default" and self.folder.name == self.study:
+        if self.default_preset:
             return f"simrec run {self.study} --publish"
         return f"simrec run {self.study} --preset {self.preset} --out {self.folder}"
 
