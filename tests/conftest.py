@@ -33,3 +33,18 @@ def pytest_unconfigure(config):
     own = os.environ.get("SIMREC_TESTS_OWN_XLA_CACHE")
     if own and "PYTEST_XDIST_WORKER" not in os.environ:
         shutil.rmtree(own, ignore_errors=True)
+
+
+#: The modules with the longest tests (``--durations`` of a full run on 2 cores), run first: the
+#: workers then end the session on short tests and finish together, instead of one waiting for
+#: the other's last end-to-end run. The order within each module is kept.
+SLOW_FIRST = ("tests/studies/test_bench_scale.py", "tests/test_sharding.py", "tests/studies/test_correlation.py",
+              "tests/studies/test_assumptions.py", "tests/studies/test_sensitivity.py",
+              "tests/studies/test_coat.py", "tests/studies/test_position_bias.py", "tests/studies/test_regimes.py",
+              "tests/studies/test_opt_adg.py", "tests/studies/test_bench_opt_adg.py",
+              "tests/models/test_models_training.py", "tests/studies/test_fold_in.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
