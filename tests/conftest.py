@@ -22,17 +22,18 @@ import tempfile
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 os.environ.setdefault("XLA_FLAGS", FAST_COMPILE)
+#: The cache folder this process made: set in the first process of the session (the xdist
+#: controller, or the only one); its workers inherit the variable and so make none.
+OWN_CACHE = None
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="simrec-tests-xla-")
-    os.environ["SIMREC_TESTS_OWN_XLA_CACHE"] = os.environ["JAX_COMPILATION_CACHE_DIR"]
+    OWN_CACHE = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="simrec-tests-xla-")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 
 
 def pytest_unconfigure(config):
-    """The process that made the cache folder (the xdist controller, or the only process) removes it."""
-    own = os.environ.get("SIMREC_TESTS_OWN_XLA_CACHE")
-    if own and "PYTEST_XDIST_WORKER" not in os.environ:
-        shutil.rmtree(own, ignore_errors=True)
+    """The process that made the cache folder removes it."""
+    if OWN_CACHE:
+        shutil.rmtree(OWN_CACHE, ignore_errors=True)
 
 
 #: The modules with the longest tests (``--durations`` of a full run on 2 cores), run first: the
