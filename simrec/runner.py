@@ -571,30 +571,42 @@ def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dic
     Only the writer (process 0 of a multi-host run) reads and writes the cache; the others
     compute the same cells with it and their rows are not used."""
     import jax
+
+    from simrec.models.tuning import store
     root = jax.random.key(seed)
     paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
-    computed, started = 0, time.perf_counter()
+    started = time.perf_counter()
     try:
-        hits = _cache_hits(study, cells, paths, hosts)
-        setup_address = _digest({**base, "setup": True})
-        shared, how = (None, "not needed") if all(c is not None for c in hits) else \
-            _setup(study, root, config, setup_address, cache, memo, bar, hosts)
-        setup_s = time.perf_counter() - started
-        if study.setup is not None:
-            bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
-        for cell, hit in zip(cells, hits):
-            if hit is not None:
-                bar.update(1, note=_canonical_json(cell)[:60], computed=False)
-        todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
-        with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
-            for i, cell_rows, cell_s in results:
-                if hosts.writer:
-                    atomic_write_text(paths[i], _cell_json(study, cells[i], cell_rows, cell_s))
-                hits[i] = (cell_rows, cell_s)
-                computed += 1
-                bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
+        with store(cache / "models", write=hosts.writer):     # fitted models shared across studies
+            return _compute_in_store(study, config, seed, cells, base, cache, memo, bar, executor, hosts,
+                                     root, paths, started)
     except KeyboardInterrupt:
         raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
+
+
+def _compute_in_store(study: Study, config, seed: int, cells: list[dict], base: dict, cache: Path,
+                      memo: SetupMemo | None, bar: Progress, executor, hosts: _Hosts, root, paths: list[Path],
+                      started: float) -> _Computed:
+    """The body of `_compute_cells`, inside the model store."""
+    computed = 0
+    hits = _cache_hits(study, cells, paths, hosts)
+    setup_address = _digest({**base, "setup": True})
+    shared, how = (None, "not needed") if all(c is not None for c in hits) else \
+        _setup(study, root, config, setup_address, cache, memo, bar, hosts)
+    setup_s = time.perf_counter() - started
+    if study.setup is not None:
+        bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
+    for cell, hit in zip(cells, hits):
+        if hit is not None:
+            bar.update(1, note=_canonical_json(cell)[:60], computed=False)
+    todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
+    with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
+        for i, cell_rows, cell_s in results:
+            if hosts.writer:
+                atomic_write_text(paths[i], _cell_json(study, cells[i], cell_rows, cell_s))
+            hits[i] = (cell_rows, cell_s)
+            computed += 1
+            bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
     if not hosts.writer:
         return _Computed([], computed, time.perf_counter() - started, None)
     seconds = [hit[1] for hit in hits]

@@ -700,3 +700,24 @@ def test_a_reports_global_plot_style_does_not_leak_into_the_next_study(tmp_path)
     assert {k: v for k, v in matplotlib.rcParams.items() if k != "backend"} == before
     runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "after", progress=False)
     assert (tmp_path / "alone" / "fig_toy.png").read_bytes() == (tmp_path / "after" / "fig_toy.png").read_bytes()
+
+
+def test_fitted_models_are_shared_across_studies_through_the_cache(tmp_path, monkeypatch):
+    import scipy.sparse as sp
+
+    from simrec import models
+    from simrec.models import tuning
+    fits = []
+    real_fit = tuning.fit
+    monkeypatch.setattr(tuning, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    positives = sp.csr_matrix(np.eye(6, dtype=bool))
+
+    def compute(key, config, cell, shared):
+        model = models.fitted(None, models.PopularitySpec(), positives)
+        return [{"rate": cell["rate"], "draw": cell["draw"], "i": 0, "value": float(np.asarray(models.score(model, np.arange(2)))[0, 0])}]
+    first = replace(TOY, name="first", compute=compute, setup=None)
+    second = replace(first, name="second")
+    cache = tmp_path / "cache"
+    runner.run(first, ToyConfig(draws=1), out=tmp_path / "a", cache_dir=cache, progress=False)
+    runner.run(second, ToyConfig(draws=1), out=tmp_path / "b", cache_dir=cache, progress=False)
+    assert len(fits) == 1 and len(list((cache / "models").glob("PopularitySpec-*.pkl"))) == 1
