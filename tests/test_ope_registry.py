@@ -118,3 +118,28 @@ def test_the_dcg_difference_is_unbiased_for_the_exact_online_difference(log):  #
         for row in table[table.target == "R1"].itertuples():
             assert abs(row.difference - truth[signal]) <= 4 * row.se, (row, truth[signal])
     assert abs(truth[1]) > 10 * table.se.max()                       # a real difference, seen clearly
+
+
+def test_from_log_assembles_what_the_estimators_read(log):  # noqa: F811
+    """Against the hand assembly: tables over the log's distinct contexts, logged exposures, the
+    discount, and a reward model's predictions and direct terms."""
+    small = log
+    contexts = np.unique(np.asarray(small.users))
+    on = ope.from_log(small, {"R0": LOGGER, "R1": TARGET}, VIEW, reward_models={"watch": WRONG_MODEL[contexts]})
+    _, rows = np.unique(np.asarray(small.users), return_inverse=True)
+    np.testing.assert_array_equal(on.rows, rows)
+    for name, policy in (("R0", LOGGER), ("R1", TARGET)):
+        table = feed.exposure(None, policy, VIEW, contexts).mean
+        np.testing.assert_array_equal(np.asarray(on.tables[name]), np.asarray(table))
+        np.testing.assert_array_equal(np.asarray(on.targets["like"][name].exposure),
+                                      np.asarray(ope.logged_exposures(small, table, contexts)))
+        assert on.targets["like"][name].direct is None
+        expected = np.asarray(ope.direct_method(WRONG_MODEL[contexts], table))[rows]
+        np.testing.assert_array_equal(on.targets["watch"][name].direct, expected)
+    np.testing.assert_array_equal(np.asarray(on.data["like"].logging_exposure),
+                                  np.asarray(on.targets["like"]["R0"].exposure))
+    np.testing.assert_array_equal(np.asarray(on.data["like"].discount), np.asarray(feed.view_probability(VIEW, 5)))
+    items = np.maximum(np.asarray(small.items), 0)
+    np.testing.assert_array_equal(on.data["watch"].predicted, WRONG_MODEL[np.asarray(small.users)[:, None], items])
+    assert on.data["like"].predicted is None
+    assert set(ope.compare(on.data["watch"], on.targets["watch"], 1.0).estimator) >= {"dcg", "dr"}

@@ -29,11 +29,12 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from simrec import stats
-from simrec.ope.dcg import IDEALS, _clip_values, ideal_dcg, trajectory_dcg, trajectory_dr, trajectory_ndcg
+from simrec import feed, stats
+from simrec.ope.dcg import (IDEALS, _clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
+                            trajectory_dr, trajectory_ndcg)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
-           "contributions", "summarise", "compare", "COMPARE_COLUMNS"]
+           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log"]
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,47 @@ def lookup(names: str | Sequence[str] = "all") -> list[Estimator]:
     if unknown:
         raise ValueError(f"unknown estimator(s) {', '.join(map(repr, unknown))}; registered: {', '.join(ESTIMATORS)}")
     return [ESTIMATORS[n] for n in names]
+
+
+@dataclass(frozen=True)
+class OnLog:
+    """What `from_log` prepares from a log: per signal, the `LoggedData`; the `Target` of every
+    policy (the logger's exposures are the logged ones); and the exposure tables over the log's
+    distinct contexts {name: f32[B, A]} with each session's row i64[N] in them."""
+    data: dict[str, LoggedData]
+    targets: dict[str, dict[str, Target]]
+    tables: dict[str, Any]
+    rows: np.ndarray
+
+
+def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward_models: Mapping[str, Any] | None = None
+             ) -> OnLog:
+    """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
+    exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
+    its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
+    ideals, and, per signal with a reward model q̂ (``reward_models``: {signal: f[A] per item or
+    f[B, A] per distinct context}), the predictions at the logged items and each target's direct
+    term Σ_a ε(x, a) q̂(x, a) (`direct_method`), so that DR applies."""
+    names = list(policies)
+    if not names:
+        raise ValueError("policies must hold the logger first, then the targets")
+    contexts, rows = np.unique(np.asarray(log.users), return_inverse=True)
+    tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
+    exposures = {name: logged_exposures(log, table, contexts) for name, table in tables.items()}
+    discount = feed.view_probability(view, policies[names[0]].feed_length)
+    items = np.maximum(np.asarray(log.items), 0)
+    data, targets = {}, {}
+    for s, signal in enumerate(log.signals):
+        model = None if reward_models is None else reward_models.get(signal)
+        predicted, direct = None, {name: None for name in names}
+        if model is not None:
+            model = np.asarray(model)
+            per_context = model if model.ndim == 2 else np.broadcast_to(model, np.shape(tables[names[0]]))
+            predicted = np.asarray(per_context[rows[:, None], items], np.float32)
+            direct = {name: np.asarray(direct_method(per_context, tables[name]))[rows] for name in names}
+        data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted)
+        targets[signal] = {name: Target(exposures[name], direct[name]) for name in names}
+    return OnLog(data, targets, tables, np.asarray(rows))
 
 
 # ---- the estimators of simrec.ope.dcg -------------------------------------------------------------
