@@ -74,9 +74,10 @@ __all__ = [
 
 Cell = Mapping[str, Any]
 COLUMN_TYPES = (int, float, str, bool)
-#: modules that cannot change a cell's value (hashing them would void every cache on each edit)
+#: modules that cannot change a cell's value (hashing them would void every cache on each edit);
+#: `simrec.reporting` is presentation only, for reports, never for computing records
 INFRASTRUCTURE = frozenset({"simrec.runner", "simrec.cli", "simrec.__main__", "simrec.config",
-                            "simrec.output", "simrec.executor"})
+                            "simrec.output", "simrec.executor", "simrec.reporting", "simrec.provenance"})
 
 
 class RecordError(TypeError):
@@ -101,12 +102,15 @@ class Report:
 
     Table names should start with ``table``; each is written as ``NAME.csv``, ``NAME.md`` and
     ``NAME.tex``. Figures are written as ``NAME.png``. ``summary`` (Markdown) becomes the folder's
-    ``README.md`` together with the list of files.
+    ``README.md`` together with the list of files. ``claims`` (`simrec.reporting.Claim`): the
+    claims of the sources the study tests, written as ``table_claims`` and a "Claims" section of
+    the README.
     """
     tables: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
     float_format: str = ".4g"
+    claims: Sequence[Any] = ()
 
 
 @dataclass(frozen=True)
@@ -258,16 +262,16 @@ def _find(name: str):
     return spec if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
 
-def module_closure(module: str, packages: Sequence[str]) -> dict[str, Path]:
+def module_closure(module: str, packages: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Path]:
     """``{name: file}`` of ``module`` and every module it imports, transitively, whose top-level
     package is one of ``packages`` (statically, from ``import`` statements anywhere in the file;
     a package's ``__init__`` counts when a submodule is imported). Infrastructure modules
-    (`INFRASTRUCTURE`) are left out."""
-    roots = tuple(packages)
+    (`INFRASTRUCTURE`) and the modules in ``skip`` are left out, and not followed."""
+    roots, skipped = tuple(packages), INFRASTRUCTURE | set(skip)
     todo, seen = [module], {}
     while todo:
         name = todo.pop()
-        if name in seen or name in INFRASTRUCTURE or name.split(".")[0] not in roots:
+        if name in seen or name in skipped or name.split(".")[0] not in roots:
             continue
         spec = _find(name)
         if spec is None:
@@ -292,11 +296,12 @@ def _without_function(source: str, fn) -> str:
     return "".join(lines[:start - 1] + lines[start - 1 + len(block):])
 
 
-def module_version(module: str, leave_out: Callable | None = None) -> str:
+def module_version(module: str, leave_out: Callable | None = None, skip: Sequence[str] = ()) -> str:
     """Digest of the source of every module in ``module``'s `module_closure` (its own top-level
-    package and ``simrec``), less the lines of function ``leave_out`` in ``module`` itself."""
+    package and ``simrec``, less the modules in ``skip``), less the lines of function
+    ``leave_out`` in ``module`` itself."""
     h = hashlib.sha256()
-    for name, path in module_closure(module, (module.split(".")[0], "simrec")).items():
+    for name, path in module_closure(module, (module.split(".")[0], "simrec"), skip).items():
         source = path.read_text(encoding="utf-8")
         if name == module and leave_out is not None:
             source = _without_function(source, leave_out)
@@ -304,11 +309,21 @@ def module_version(module: str, leave_out: Callable | None = None) -> str:
     return h.hexdigest()[:16]
 
 
+def report_module(study: Study) -> str | None:
+    """The module of a study's ``report`` when it is not the module of its ``compute`` (a study
+    package's ``report.py``), else None."""
+    module = getattr(study.report, "__module__", None)
+    return module if module and module != study.module else None
+
+
 def code_version(study: Study) -> str:
-    """The study's `module_version`, its ``report`` function left out of its own module, so an
-    edit that only changes how cached cells are presented regenerates the tables in seconds;
-    helpers that ``report`` calls are hashed like any other code."""
-    return module_version(study.module, study.report)
+    """The digest of the compute side of a study: the `module_version` of the module of its
+    ``compute``, less its report — the module of ``report`` when that is another module (a study
+    package's ``report.py``, with everything only it imports), else the ``report`` function's own
+    lines. So an edit to a report re-renders the tables from the cached cells in seconds; in a
+    one-file study, helpers that ``report`` calls are hashed like any other code."""
+    other = report_module(study)
+    return module_version(study.module, None if other else study.report, (other,) if other else ())
 
 
 # --------------------------------------------------------------------------------------------
@@ -556,30 +571,42 @@ def _compute_cells(study: Study, config, seed: int, cells: list[dict], base: dic
     Only the writer (process 0 of a multi-host run) reads and writes the cache; the others
     compute the same cells with it and their rows are not used."""
     import jax
+
+    from simrec.models.tuning import store
     root = jax.random.key(seed)
     paths = [cache / study.name / f"{_digest({**base, 'cell': c})[:24]}.json" for c in cells]
-    computed, started = 0, time.perf_counter()
+    started = time.perf_counter()
     try:
-        hits = _cache_hits(study, cells, paths, hosts)
-        setup_address = _digest({**base, "setup": True})
-        shared, how = (None, "not needed") if all(c is not None for c in hits) else \
-            _setup(study, root, config, setup_address, cache, memo, bar, hosts)
-        setup_s = time.perf_counter() - started
-        if study.setup is not None:
-            bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
-        for cell, hit in zip(cells, hits):
-            if hit is not None:
-                bar.update(1, note=_canonical_json(cell)[:60], computed=False)
-        todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
-        with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
-            for i, cell_rows, cell_s in results:
-                if hosts.writer:
-                    atomic_write_text(paths[i], _cell_json(study, cells[i], cell_rows, cell_s))
-                hits[i] = (cell_rows, cell_s)
-                computed += 1
-                bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
+        with store(cache / "models", write=hosts.writer):     # fitted models shared across studies
+            return _compute_in_store(study, config, seed, cells, base, cache, memo, bar, executor, hosts,
+                                     root, paths, started)
     except KeyboardInterrupt:
         raise RunInterrupted(study.name, sum(p.exists() for p in paths), len(cells)) from None
+
+
+def _compute_in_store(study: Study, config, seed: int, cells: list[dict], base: dict, cache: Path,
+                      memo: SetupMemo | None, bar: Progress, executor, hosts: _Hosts, root, paths: list[Path],
+                      started: float) -> _Computed:
+    """The body of `_compute_cells`, inside the model store."""
+    computed = 0
+    hits = _cache_hits(study, cells, paths, hosts)
+    setup_address = _digest({**base, "setup": True})
+    shared, how = (None, "not needed") if all(c is not None for c in hits) else \
+        _setup(study, root, config, setup_address, cache, memo, bar, hosts)
+    setup_s = time.perf_counter() - started
+    if study.setup is not None:
+        bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
+    for cell, hit in zip(cells, hits):
+        if hit is not None:
+            bar.update(1, note=_canonical_json(cell)[:60], computed=False)
+    todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
+    with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
+        for i, cell_rows, cell_s in results:
+            if hosts.writer:
+                atomic_write_text(paths[i], _cell_json(study, cells[i], cell_rows, cell_s))
+            hits[i] = (cell_rows, cell_s)
+            computed += 1
+            bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
     if not hosts.writer:
         return _Computed([], computed, time.perf_counter() - started, None)
     seconds = [hit[1] for hit in hits]
@@ -634,7 +661,13 @@ def _write_report(folder: Path, records, report: Report) -> list[str]:
     records.to_csv(buf, index=False, lineterminator="\n")
     atomic_write_text(folder / "records.csv", buf.getvalue())
     files = ["records.csv"]
-    for name, df in report.tables.items():
+    tables = dict(report.tables)
+    if report.claims:
+        from simrec.reporting import claims_table
+        if "table_claims" in tables:
+            raise ValueError("a report with claims writes table_claims itself; rename its own table_claims")
+        tables["table_claims"] = claims_table(report.claims)
+    for name, df in tables.items():
         files += write_table(folder, name, df, report.float_format)
     for name, fig in report.figures.items():
         files.append(write_figure(folder, name, fig))
@@ -654,7 +687,8 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
         "wall_time_s": round(wall, 3), "setup_s": round(done.setup_s, 3),
         "finished_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(), "code_version": version,
-        "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"))),
+        "code_modules": list(module_closure(study.module, (study.module.split(".")[0], "simrec"),
+                                            [m for m in (report_module(study),) if m])),
         "data": [f.to_json() for f in data],
         "versions": package_versions(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
@@ -683,6 +717,9 @@ def _readme(study: Study, report: Report, preset, seed: int, notes: Sequence[str
     lines = [f"# {study.name}", "", study.description, ""]
     if report.summary:
         lines += [report.summary.strip(), ""]
+    if report.claims:
+        from simrec.reporting import claims_markdown
+        lines += [claims_markdown(report.claims).strip(), ""]
     lines += [f"- {note}" for note in notes] + ([""] if notes else [])
     lines += _data_lines(data)
     lines += [f"Preset `{preset}`, seed {seed}, code version `{version}` (a digest of the source of "

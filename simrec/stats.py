@@ -45,7 +45,8 @@ __all__ = [
     "pearson", "kendall_tau", "partial_correlation", "mean_ci", "hac_mean_se", "newey_west_lags",
     "one_sided_p", "Sensitivity", "sensitivity_summary", "sensitivity_from_moments", "z_test",
     "proportion_ci", "McNemar", "mcnemar", "MCNEMAR_EXACT_BELOW",
-    "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni", "Winner", "paired_winner", "TIE",
+    "pairwise_inversion_rate", "bias_rmse", "holm_bonferroni", "Winner", "paired_winner", "TIE", "Z",
+    "direction_verdict",
     "user_parts", "part_means",
     "CI_METHODS", "ALTERNATIVES", "NAN_POLICIES", "PROPORTION_METHODS",
 ]
@@ -60,6 +61,8 @@ ALTERNATIVES = ("greater", "less")
 NAN_POLICIES = ("raise", "omit")
 #: `Winner.winner` when neither model is ahead by more than z standard errors
 TIE = "tie"
+#: the number of standard errors a difference must exceed to count (`direction_verdict`)
+Z = 2.0
 #: the discordant-pair count below which `mcnemar` uses the exact binomial test by default
 MCNEMAR_EXACT_BELOW = 25
 
@@ -729,6 +732,23 @@ def holm_bonferroni(p_values, alpha: float = 0.05):
 # Noise-aware winners
 # --------------------------------------------------------------------------------------------
 
+def direction_verdict(mean: float, se: float, *, expect: str = "greater", z: float = Z) -> str:
+    """The one rule by which simrec calls a difference: a claimed direction "holds" when the mean
+    difference lies beyond z standard errors in that direction (z = 2: about a 95 % two-sided
+    level), "fails" when it lies beyond them the other way, is a "tie" in between (a difference
+    exactly at ±z·se included) and is "unclear" when the mean or its standard error is not finite.
+    expect: "greater" (the claim is a positive difference) or "less"."""
+    if expect not in ALTERNATIVES:
+        raise ValueError(f"expect must be 'greater' or 'less', got {expect!r}")
+    if not (math.isfinite(z) and z > 0):
+        raise ValueError(f"z must be a finite number of standard errors > 0, got {z}")
+    mean, se = float(mean), float(se)
+    if not (math.isfinite(mean) and math.isfinite(se)):
+        return "unclear"
+    directed = mean if expect == "greater" else -mean
+    return "holds" if directed > z * se else "fails" if directed < -z * se else TIE
+
+
 @dataclass(frozen=True)
 class Winner:
     """The verdict of `paired_winner` on a difference A − B."""
@@ -768,12 +788,10 @@ def paired_winner(difference_parts, *, names: tuple[str, str] = ("A", "B"), z: f
     if len(names) != 2 or not all(isinstance(n, str) for n in names) or names[0] == names[1] \
             or TIE in names:
         raise ValueError(f"names must be two distinct model names, neither {TIE!r}, got {names!r}")
-    if not (math.isfinite(z) and z > 0):
-        raise ValueError(f"z must be a finite number of standard errors > 0, got {z}")
     mean, se, _ = _mean_se(parts, np.ones(parts.shape, bool))
     mean, se = float(mean), float(se)
     statistic = mean / se if se > 0 else (math.copysign(math.inf, mean) if mean else 0.0)
-    winner = names[0] if mean > z * se else names[1] if mean < -z * se else TIE
+    winner = {"holds": names[0], "fails": names[1]}.get(direction_verdict(mean, se, z=z), TIE)
     return Winner(winner=winner, difference=mean, se=se, z=statistic)
 
 

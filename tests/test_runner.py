@@ -473,6 +473,77 @@ def test_editing_only_the_report_function_keeps_the_cache(tmp_path, monkeypatch)
     assert runner.code_version(study) != before
 
 
+PACKAGE_STUDY = {
+    "__init__": """
+        from dataclasses import dataclass
+        from simrec.runner import Study
+        from toypkg.pstudy.compute import cells, compute
+        from toypkg.pstudy.report import report
+
+        @dataclass(frozen=True)
+        class Config:
+            n: int = 3
+
+        STUDY = Study("pstudy", "d", {"default": Config()}, cells, compute, report,
+                      columns={"i": int, "value": float})
+    """,
+    "compute": """
+        def cells(config):
+            return [{"i": i} for i in range(config.n)]
+
+        def compute(key, config, cell, shared):
+            return [{"i": cell["i"], "value": float(cell["i"])}]
+    """,
+    "report": """
+        from simrec.runner import Report
+        from toypkg.pstudy.prose import summary
+
+        def report(config, records):
+            return Report(summary=summary(records))
+    """,
+    "prose": """
+        def summary(records):
+            return "v1"
+    """,
+}
+
+
+def test_a_report_only_edit_of_a_study_package_changes_no_cell_address(tmp_path, monkeypatch):
+    root = _package(tmp_path, monkeypatch, {})
+    (root / "pstudy").mkdir()
+    for name, text in PACKAGE_STUDY.items():
+        (root / "pstudy" / f"{name}.py").write_text(textwrap.dedent(text))
+    import importlib
+    study = importlib.import_module("toypkg.pstudy").STUDY
+    assert runner.report_module(study) == "toypkg.pstudy.report"
+    modules = runner.module_closure(study.module, ("toypkg", "simrec"), [runner.report_module(study)])
+    assert {"toypkg.pstudy.compute", "toypkg.pstudy"} <= set(modules)
+    assert not {"toypkg.pstudy.report", "toypkg.pstudy.prose"} & set(modules)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert runner.run(study, study.presets["default"], out=out, cache_dir=cache, progress=False).cells_computed == 3
+    for name, old, new in (("report", "Report(summary=", "Report(float_format='.3g', summary="),
+                           ("prose", '"v1"', '"v2"')):
+        path = root / "pstudy" / f"{name}.py"
+        path.write_text(path.read_text().replace(old, new))
+        assert runner.run(study, study.presets["default"], out=out, cache_dir=cache, progress=False).cells_computed == 0
+    path = root / "pstudy" / "compute.py"
+    path.write_text(path.read_text().replace("float(cell", "2.0 * float(cell"))
+    assert runner.run(study, study.presets["default"], out=out, cache_dir=cache, progress=False).cells_computed == 3
+
+
+def test_claims_become_a_table_and_a_readme_section(tmp_path):
+    from simrec.reporting import Claim
+    claims = [Claim("Lim et al. RecSys'15, Thm 1", "ADG is unbiased under SRS", "", 1.001, "reproduced", 0.002,
+                    "table_srs")]
+    study = replace(TOY, report=lambda config, records: Report(summary="s", claims=claims))
+    runner.run(study, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
+    table = pd.read_csv(tmp_path / "out" / "table_claims.csv")
+    assert list(table.columns) == ["source", "claim", "source's number", "ours", "SE", "verdict", "evidence"]
+    assert table.iloc[0].verdict == "reproduced" and table.iloc[0].ours == 1.0
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "## Claims" in readme and "| Lim et al. RecSys'15, Thm 1 | ADG is unbiased under SRS |  | 1 | 0.002 |" in readme
+
+
 # ---- the output folder: one run, whole ------------------------------------------------------
 
 def test_a_run_killed_during_its_report_leaves_the_previous_run_whole(tmp_path):
@@ -629,3 +700,24 @@ def test_a_reports_global_plot_style_does_not_leak_into_the_next_study(tmp_path)
     assert {k: v for k, v in matplotlib.rcParams.items() if k != "backend"} == before
     runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "after", progress=False)
     assert (tmp_path / "alone" / "fig_toy.png").read_bytes() == (tmp_path / "after" / "fig_toy.png").read_bytes()
+
+
+def test_fitted_models_are_shared_across_studies_through_the_cache(tmp_path, monkeypatch):
+    import scipy.sparse as sp
+
+    from simrec import models
+    from simrec.models import tuning
+    fits = []
+    real_fit = tuning.fit
+    monkeypatch.setattr(tuning, "fit", lambda *a, **k: fits.append(1) or real_fit(*a, **k))
+    positives = sp.csr_matrix(np.eye(6, dtype=bool))
+
+    def compute(key, config, cell, shared):
+        model = models.fitted(None, models.PopularitySpec(), positives)
+        return [{"rate": cell["rate"], "draw": cell["draw"], "i": 0, "value": float(np.asarray(models.score(model, np.arange(2)))[0, 0])}]
+    first = replace(TOY, name="first", compute=compute, setup=None)
+    second = replace(first, name="second")
+    cache = tmp_path / "cache"
+    runner.run(first, ToyConfig(draws=1), out=tmp_path / "a", cache_dir=cache, progress=False)
+    runner.run(second, ToyConfig(draws=1), out=tmp_path / "b", cache_dir=cache, progress=False)
+    assert len(fits) == 1 and len(list((cache / "models").glob("PopularitySpec-*.pkl"))) == 1

@@ -12,6 +12,9 @@ Specs: `MFSpec` (objective `OptADG` or `MFAUC`; `FoldIn`, `EarlyStopping`), `SVD
 `EarlyStopping` in a trained family's spec stops it on a validation metric (`best_checkpoint`
 reads where); `select(grid, values)`
 picks a grid point and flags hyperparameters selected at the edge of their grid (`Selection`).
+`tune(key, grid, spec_of, train, validation=...)` is the one tuning loop (fit, score, select;
+`simrec.models.tuning`), and `fitted` is `fit` through a content-addressed store of fitted models
+that studies share (`store(folder)`; the runner opens one in its cache folder).
 
 The trainers and scorers underneath stay public:
 
@@ -44,6 +47,7 @@ from simrec.models.popularity import popularity
 from simrec.models.selection import Selection, select
 from simrec.models.svd import svd
 from simrec.models.training import train
+from simrec.models.tuning import Trial, Tuning, data_digest, fit_address, fitted, store, tune
 
 __all__ = ["fit", "fit_grid", "score", "spec_id", "Model", "Spec", "SPECS", "OPTIMIZERS", "MFSpec",
            "FoldIn", "EarlyStopping", "SVDSpec", "IALSSpec", "EASESpec", "KUNNSpec", "ItemKNNSpec",
@@ -54,4 +58,4 @@ __all__ = ["fit", "fit_grid", "score", "spec_id", "Model", "Spec", "SPECS", "OPT
            "ease_history_scores", "ease_weights", "gram_eigen", "KUNN", "ItemKNN", "item_knn",
            "item_knn_scores", "item_knn_history_scores", "kunn", "kunn_grid", "kunn_scores",
            "kunn_history_scores", "mf_rmse", "mf_rmse_sweeps", "allrank", "allrank_sweeps",
-           "fold_in_ratings"]
+           "fold_in_ratings", "Trial", "Tuning", "tune", "fitted", "store", "data_digest", "fit_address"]

@@ -3,9 +3,11 @@ hand-built feed against independent references, the violations' building blocks,
 the no-violation log and every estimate bit for bit, and a reduced smoke run end to end (records
 against the declared columns, no detectable bias of the unbiased estimators without a violation)."""
 import dataclasses
+import importlib
 import inspect
 import math
 import pickle
+import re
 
 import jax
 import numpy as np
@@ -16,6 +18,10 @@ from simrec import feed, ope, runner
 from simrec.feed.policies import table_values
 from simrec_studies import assumptions, scenarios
 from tests.studies.hand_feed import A, K, X, hand_feed
+
+# the package's compute side (the package's own name ``compute`` is the study's compute function)
+compute_module = importlib.import_module("simrec_studies.assumptions.compute")
+report_module = importlib.import_module("simrec_studies.assumptions.report")
 
 # ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
 
@@ -28,7 +34,22 @@ M = np.array([1.0, 4.0, math.inf])
 def hand_built():
     log = feed.simulate(jax.random.key(2), SCENARIO, LOGGER, N)
     targets = {"better": BETTER, "worse": WORSE}
-    return log, targets, assumptions.estimator_differences(log, LOGGER, targets, SCENARIO.view, M, prior_views=5.0)
+    return log, targets, _differences(log, LOGGER, targets, SCENARIO.view, M, prior_views=5.0)
+
+
+def _differences(log, logger, targets, view, m, **kwargs) -> dict:
+    """`compute.estimates` laid out per signal: {signal: {name: {metric: {"mean", "se", "low", "high":
+    f64[M]}}, "R0": {metric: f64[M]}}}, R₀'s own estimates under "R0", the differences under each target."""
+    est = compute_module.estimates(log, logger, targets, view, m, **kwargs)
+    out = {}
+    for signal, summary in est.summaries.items():
+        layout = {"R0": {metric: np.asarray(s["value"]) for (metric, name), s in summary.items() if name == "R0"}}
+        for target in targets:
+            layout[target] = {metric: {"mean": np.asarray(s["difference"]), "se": np.asarray(s["se"]),
+                                       "low": np.asarray(s["low"]), "high": np.asarray(s["high"])}
+                              for (metric, name), s in summary.items() if name == target}
+        out[signal] = layout
+    return out
 
 
 def _exposure_table(policy):
@@ -48,7 +69,7 @@ def test_reward_model_is_the_smoothed_click_per_view_rate(hand_built):
     sub = feed.Log(log.users[::7], log.items[::7], log.viewed[::7], log.rewards[:, ::7], log.day[::7],
                    log.logging_exposure[::7], log.signals)
     rate = hits.sum() / views.sum()
-    np.testing.assert_allclose(assumptions.reward_model(sub, 0, A, 3.0), (hits + 3.0 * rate) / (views + 3.0),
+    np.testing.assert_allclose(compute_module.reward_model(sub, 0, A, 3.0), (hits + 3.0 * rate) / (views + 3.0),
                                rtol=1e-12)
     assert users.shape == (N,)
 
@@ -60,7 +81,7 @@ def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
     logging_table = _exposure_table(LOGGER)
     e0 = np.where(np.asarray(viewed), logging_table[users[:, None], items], 0.0).astype(np.float32)
     discount = feed.view_probability(SCENARIO.view, K)
-    q_hat = assumptions.reward_model(log, 0, A, 5.0)
+    q_hat = compute_module.reward_model(log, 0, A, 5.0)
     values = {}
     for name, policy in {"R0": LOGGER, **targets}.items():
         table = _exposure_table(policy)
@@ -91,8 +112,7 @@ def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
 
 def test_unbiased_estimators_recover_the_exact_difference_and_pndcg_lift_is_dcgs(hand_built):
     log, targets, out = hand_built
-    from simrec_studies import sensitivity
-    first = sensitivity.offline_differences(log, LOGGER, targets, SCENARIO.view, M)
+    first = out                     # clipped-IPS DCG is scored by the same call
     v0 = feed.online_value(None, SCENARIO, LOGGER).mean[0]
     for name, policy in targets.items():
         truth = feed.online_value(None, SCENARIO, policy).mean[0] - v0
@@ -111,46 +131,49 @@ def test_misspecified_view_blends_towards_the_family_and_is_the_truth_at_zero():
     ranks = np.arange(1, 21)
     log2 = 1.0 / np.log2(ranks + 1.0)
     expo = 0.8 ** (ranks - 1.0)
-    assert np.array_equal(np.asarray(assumptions.misspecified_view(truth, "logarithmic", 0.0, 20).survival),
+    assert np.array_equal(np.asarray(compute_module.misspecified_view(truth, "logarithmic", 0.0, 20).survival),
                           np.asarray(feed.view_probability(truth, 20)))                  # bit for bit
-    np.testing.assert_allclose(assumptions.misspecified_view(truth, "logarithmic", 0.3, 20).survival,
+    np.testing.assert_allclose(compute_module.misspecified_view(truth, "logarithmic", 0.3, 20).survival,
                                0.7 * s + 0.3 * log2, rtol=1e-6)
-    np.testing.assert_allclose(assumptions.misspecified_view(truth, "exponential", 1.0, 20, 0.8).survival, expo,
+    np.testing.assert_allclose(compute_module.misspecified_view(truth, "exponential", 1.0, 20, 0.8).survival, expo,
                                rtol=1e-5)
     with pytest.raises(ValueError, match="family"):
-        assumptions.misspecified_view(truth, "linear", 0.5, 20)
+        compute_module.misspecified_view(truth, "linear", 0.5, 20)
     with pytest.raises(ValueError, match="blend"):
-        assumptions.misspecified_view(truth, "logarithmic", 1.5, 20)
+        compute_module.misspecified_view(truth, "logarithmic", 1.5, 20)
 
 
 def test_excluded_items_are_nested_and_left_out_of_the_loggers_candidates():
     key = jax.random.key(3)
-    small, large = (assumptions.excluded_items(key, 50, s) for s in (0.1, 0.3))
+    small, large = (compute_module.excluded_items(key, 50, s) for s in (0.1, 0.3))
     assert small.sum() == 5 and large.sum() == 15 and np.all(large[small])
     retrieval = np.random.default_rng(0).normal(size=(7, 50)).astype(np.float32)
-    g0 = np.asarray(assumptions.logging_candidates(retrieval, large, 12).items)
+    g0 = np.asarray(compute_module.logging_candidates(retrieval, large, 12).items)
     assert not np.any(large[g0])
     for u in range(7):                            # the top 12 of the remaining items, by a plain sort
         allowed = [a for a in np.argsort(-retrieval[u], kind="stable") if not large[a]]
         assert list(g0[u]) == allowed[:12]
-    unchanged = assumptions.logging_candidates(retrieval, np.zeros(50, bool), 12)
+    unchanged = compute_module.logging_candidates(retrieval, np.zeros(50, bool), 12)
     assert np.array_equal(np.asarray(unchanged.items),
                           np.asarray(feed.top_k_candidates(feed.from_table(retrieval), 12, 7).items))
 
 
 def test_config_validation_names_the_field():
     for overrides, message in (({"fatigue": (0.2, 0.1)}, "fatigue must be increasing"),
-                               ({"cascade": (0.0, 0.5)}, "cascade must be increasing"),
-                               ({"depth_shift": (0.5, 4.0)},
-                                r"depth_shift must be increasing distinct dial values in \(0, 3\]"),
-                               ({"unsupported": (0.95,)},
-                                r"unsupported must be increasing distinct dial values in \(0, 0.9\]"),
-                               ({"assumptions": ("fatigue", "gravity")}, "assumptions must be distinct names"),
+                               ({"cascade": (0.0, 0.5)}, r"cascade must be a number in \(0, 1\]"),
+                               ({"depth_shift": (0.5, 4.0)}, r"depth_shift must be a number in \(0, 3\]"),
+                               ({"unsupported": (0.95,)}, r"unsupported must be a number in \(0, 0.9\]"),
+                               ({"assumptions": ("fatigue", "gravity")}, "assumptions must be one of 'fatigue'"),
+                               ({"assumptions": ("fatigue", "fatigue")}, "assumptions must be distinct names"),
                                ({"replications": 1}, "replications must be an integer >= 2"),
-                               ({"m": (0.5,)}, "m must be a number >= 1 or inf"),
-                               ({"exponential_gamma": 1.0}, "exponential_gamma must be in")):
+                               ({"exponential_gamma": 1.0}, r"exponential_gamma must be a finite number in \(0, 1\)")):
         with pytest.raises(runner.ConfigError, match=message):
             dataclasses.replace(assumptions.PRESETS["smoke"], **overrides)
+    # the comparison block (`simrec_studies.common.comparison`) validates its own fields, named with their path
+    with pytest.raises(runner.ConfigError, match=r"comparison\.m must be a number >= 1 or inf"):
+        dataclasses.replace(assumptions.PRESETS["smoke"].comparison, m=(0.5,))
+    with pytest.raises(runner.ConfigError, match="comparison must be a Comparison"):
+        dataclasses.replace(assumptions.PRESETS["smoke"], comparison=None)
 
 
 def test_every_config_field_says_what_it_means():
@@ -158,10 +181,33 @@ def test_every_config_field_says_what_it_means():
 
 
 def test_no_module_level_state():
-    assert not [name for name, value in vars(assumptions).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(assumptions)
-    for banned in ("lru_cache", "functools.cache", "global "):
-        assert banned not in source, banned
+    for module in (assumptions, compute_module, report_module):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
+        source = inspect.getsource(module)
+        for banned in ("lru_cache", "functools.cache", "global "):
+            assert banned not in source, (module.__name__, banned)
+
+
+def test_compute_never_imports_the_report_nor_another_study():
+    source = inspect.getsource(compute_module)
+    assert "assumptions.report" not in source and "import report" not in source
+    for module in (assumptions, compute_module, report_module):
+        imported = set(re.findall(r"simrec_studies\.(\w+)", inspect.getsource(module)))
+        assert imported <= {"assumptions", "common", "scenarios"}, (module.__name__, imported)
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: the package's report module (and what only it
+    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
+    study = assumptions.STUDY
+    assert study.module == "simrec_studies.assumptions.compute"
+    assert runner.report_module(study) == "simrec_studies.assumptions.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.assumptions", "simrec_studies.assumptions.compute",
+            "simrec_studies.common.comparison"} <= set(closure)
+    assert not {"simrec_studies.assumptions.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("assumptions", "common", "scenarios")]
 
 
 def test_cells_are_the_baseline_and_every_non_zero_dial():
@@ -174,16 +220,16 @@ def test_cells_are_the_baseline_and_every_non_zero_dial():
 
 def test_context_building_blocks_check_their_input():
     view = feed.ScrollBudget(np.float32(1.4))
-    assert assumptions.shifted_view(view, 0.0) is view
-    assert float(assumptions.shifted_view(view, math.log(2.0)).exponent) == pytest.approx(1.2)
-    assert float(assumptions.shifted_view(feed.Exponential(np.float32(0.8)), -math.log(2.0)).gamma) == \
+    assert compute_module.shifted_view(view, 0.0) is view
+    assert float(compute_module.shifted_view(view, math.log(2.0)).exponent) == pytest.approx(1.2)
+    assert float(compute_module.shifted_view(feed.Exponential(np.float32(0.8)), -math.log(2.0)).gamma) == \
         pytest.approx(0.6)
     with pytest.raises(ValueError, match="ScrollBudget or Exponential"):
-        assumptions.shifted_view(feed.Logarithmic(), 0.5)
-    assert assumptions.type_sessions(1000, (0.4864, 0.5136)) == (486, 514)
+        compute_module.shifted_view(feed.Logarithmic(), 0.5)
+    assert compute_module.type_sessions(1000, (0.4864, 0.5136)) == (486, 514)
     with pytest.raises(ValueError, match="both user types need a session"):
-        assumptions.type_sessions(1, (0.5, 0.5))
-    assert list(assumptions.user_types(5)) == [0, 1, 0, 1, 0]
+        compute_module.type_sessions(1, (0.5, 0.5))
+    assert list(compute_module.user_types(5)) == [0, 1, 0, 1, 0]
 
 
 # ---- the smoke preset (reduced to the violations that add little compilation) ------------------------
@@ -213,10 +259,10 @@ def test_smoke_writes_the_declared_columns_tables_and_figures(smoke_run):
     records = _records(out)
     assert list(records.columns) == list(assumptions.COLUMNS)
     assert set(records.assumption) == {"none", "context", "view_log", "support"}
-    assert set(records.metric) == {""} | set(assumptions.METRICS)
+    assert set(records.metric) == {""} | set(compute_module.METRICS)
     summary_table = pd.read_csv(out / "table_summary.csv", keep_default_na=False)
     assert set(summary_table.assumption) == set(SMOKE.assumptions)
-    assert len(summary_table) == len(SMOKE.assumptions) * 2 * len(assumptions.METRICS) * len(SMOKE.m)
+    assert len(summary_table) == len(SMOKE.assumptions) * 2 * len(compute_module.METRICS) * len(SMOKE.comparison.m)
     assert set(summary_table.sign_below_95_at) <= {"never", "0", "1", "0.2", "2"}
     errors = pd.read_csv(out / "table_errors.csv")
     for column in ("sign_agreement", "TPR", "FPR", "bias_p"):
@@ -232,7 +278,7 @@ def test_smoke_writes_the_declared_columns_tables_and_figures(smoke_run):
 
 
 def _flatten(tree, path=()) -> dict:
-    """{path: array} of every leaf of nested dicts (the estimates of `all_differences`)."""
+    """{path: array} of every leaf of nested dicts (the estimates of `compute.setting_estimates`)."""
     if isinstance(tree, dict):
         return {k: v for key, sub in tree.items() for k, v in _flatten(sub, path + (key,)).items()}
     return {path: np.asarray(tree, np.float64)}
@@ -242,16 +288,16 @@ def test_dial_zero_reproduces_the_baseline_log_and_every_estimate_bit_for_bit(sm
     _, _, shared = smoke_run
     config = dataclasses.replace(assumptions.PRESETS["smoke"], replications=2)
     root = jax.random.key(0)
-    base = assumptions.setting(config, shared, "none", 0.0)
-    base_log = assumptions.simulate_log(root, config, base, 1)
-    base_est = assumptions.all_differences(base_log, base, config.m, config)
+    base = compute_module.setting(config, shared, "none", 0.0)
+    base_log = compute_module.simulate_log(root, config, base, 1)
+    base_est = compute_module.setting_estimates(base_log, base, config)._asdict()
     base_rows = assumptions.compute(root, config, {"assumption": "none", "dial": 0.0}, shared)
-    for assumption in assumptions.ASSUMPTIONS:
-        zero = assumptions.setting(config, shared, assumption, 0.0)
-        log = assumptions.simulate_log(root, config, zero, 1)
+    for assumption in compute_module.ASSUMPTIONS:
+        zero = compute_module.setting(config, shared, assumption, 0.0)
+        log = compute_module.simulate_log(root, config, zero, 1)
         for name in ("users", "items", "viewed", "rewards", "day", "logging_exposure"):
             assert np.array_equal(np.asarray(getattr(log, name)), np.asarray(getattr(base_log, name))), name
-        est = assumptions.all_differences(log, zero, config.m, config)
+        est = compute_module.setting_estimates(log, zero, config)._asdict()
         assert _flatten(est).keys() == _flatten(base_est).keys()
         for path, value in _flatten(est).items():
             assert np.array_equal(value, _flatten(base_est)[path], equal_nan=True), (assumption, path)
@@ -259,7 +305,7 @@ def test_dial_zero_reproduces_the_baseline_log_and_every_estimate_bit_for_bit(sm
         pd.testing.assert_frame_equal(pd.DataFrame(rows).assign(assumption="none"), pd.DataFrame(base_rows),
                                       check_exact=True)
     # ... while a non-zero dial does change the world or the estimator (the check can fail)
-    strong = {a: assumptions.setting(config, shared, a, config.dials(a)[-1]) for a in assumptions.ASSUMPTIONS}
+    strong = {a: compute_module.setting(config, shared, a, config.dials(a)[-1]) for a in compute_module.ASSUMPTIONS}
     assert strong["fatigue"].scenario.fatigue == config.fatigue[-1] and base.scenario.fatigue == 0
     assert isinstance(strong["cascade"].scenario.view, feed.Cascade)
     assert not isinstance(base.scenario.view, feed.Cascade)
@@ -284,8 +330,8 @@ def test_context_types_scroll_as_stated_and_the_truth_is_their_weighted_combinat
     out, _, shared = smoke_run
     config = assumptions.PRESETS["smoke"]
     delta = config.depth_shift[-1]
-    base = assumptions.setting(config, shared, "none", 0.0)
-    ctx = assumptions.setting(config, shared, "context", delta)
+    base = compute_module.setting(config, shared, "none", 0.0)
+    ctx = compute_module.setting(config, shared, "context", delta)
     K = base.logger.feed_length
     exponent = float(base.scenario.view.exponent)
     activity = np.asarray(base.scenario.activity, np.float64)
@@ -303,7 +349,7 @@ def test_context_types_scroll_as_stated_and_the_truth_is_their_weighted_combinat
     # the estimators' rank-only curve: the activity-weighted population average
     np.testing.assert_allclose(ctx.view.survival, weights @ np.stack(curves), rtol=1e-4)
     # the log: fixed sessions per type (type 0 first), each session's depth and ε₀ from its own type
-    log = assumptions.simulate_log(jax.random.key(0), config, ctx, 0)
+    log = compute_module.simulate_log(jax.random.key(0), config, ctx, 0)
     n0 = int(round(config.scenario.log_sessions * weights[0]))
     users = np.asarray(log.users)
     assert users.shape == (config.scenario.log_sessions,)
@@ -323,7 +369,7 @@ def test_context_types_scroll_as_stated_and_the_truth_is_their_weighted_combinat
         np.testing.assert_allclose(np.asarray(log.logging_exposure[rows])[viewed],
                                    table[rows_users[viewed], items[viewed]], rtol=1e-6)
     # the truth: Σ_x p_x Σ_a ε_{type(x)}(x, a) q(x, a), each user under its own type's view model
-    values = assumptions.truth(jax.random.key(1), config, ctx)
+    values = compute_module.truth(jax.random.key(1), config, ctx)
     quality = np.stack([np.asarray(table_values(q), np.float64) for q in base.scenario.quality])   # [S, X, A]
     records = _records(out).query(f"assumption == 'context' and dial == {delta} and replication == -1")
     for name, policy in {"R0": ctx.logger, **ctx.targets}.items():
@@ -344,7 +390,7 @@ def test_context_types_scroll_as_stated_and_the_truth_is_their_weighted_combinat
 def test_the_baseline_truth_is_the_exact_online_difference(smoke_run):
     out, _, shared = smoke_run
     config = assumptions.PRESETS["smoke"]
-    base = assumptions.setting(config, shared, "none", 0.0)
+    base = compute_module.setting(config, shared, "none", 0.0)
     truth = _records(out).query("assumption == 'none' and replication == -1")
     v0 = feed.online_value(None, base.scenario, base.logger).mean
     for name, policy in base.targets.items():
@@ -364,7 +410,7 @@ def test_without_a_violation_unbiased_estimators_show_no_bias_at_m_inf(smoke_run
         se = math.sqrt((g.est_se ** 2).sum()) / len(g)
         assert abs(error) <= 4 * se, (metric, signal, target, error, se)
         checked += 1
-    assert checked == 2 * 2 * len(SMOKE.targets)
+    assert checked == 2 * 2 * len(SMOKE.comparison.targets)
 
 
 def test_ratio_differences_standard_errors_match_their_spread_over_independent_logs():
@@ -372,7 +418,7 @@ def test_ratio_differences_standard_errors_match_their_spread_over_independent_l
     differences over 40 independent logs: the SD of 40 draws is within ~11 % of the truth, so
     their ratio must lie in [0.65, 1.5] (about 3.5 of those SEs)."""
     targets = {"better": BETTER}
-    draws = [assumptions.estimator_differences(feed.simulate(jax.random.key(100 + r), SCENARIO, LOGGER, 2000), LOGGER,
+    draws = [_differences(feed.simulate(jax.random.key(100 + r), SCENARIO, LOGGER, 2000), LOGGER,
                                                targets, SCENARIO.view, M)["click"]["better"] for r in range(40)]
     for metric in ("pndcg", "sndcg"):
         means = np.array([d[metric]["mean"] for d in draws])                  # [40, M]

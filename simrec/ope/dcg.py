@@ -1,4 +1,4 @@
-"""Off-policy estimators of online reward from logged feeds: DCG as clipped IPS, nDCG, pnDCG.
+"""DCG as clipped IPS and its relatives: per-trajectory estimators of online reward from logged feeds.
 
 Jeunen, Potapov & Ustimenko (KDD'24) show that under their Asm. 1–5 the DCG of a target policy
 R on data logged by R₀ is an importance-sampling estimator of R's online reward (Eq. 8–9):

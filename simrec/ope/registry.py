@@ -1,0 +1,325 @@
+"""One registry of off-policy estimators, and `compare`: many targets against a logger on one log,
+with every registered estimator and every clipping value m at once.
+
+An estimator is one function with its formula and reference in its docstring (`simrec.ope.dcg`)
+plus one `Estimator` entry here (`register`): its name, a label for tables, what it needs beyond
+the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and `Target.direct` for a
+reward model), the assumption under which it is unbiased, and a ``contributions`` function that
+turns (data, target, m) into per-trajectory contributions:
+
+* a *mean* estimator (DCG, nDCG, DR) gives its per-trajectory values f_τ(m), f64[M, N]:
+  estimate = mean_τ f_τ (NaN values, e.g. nDCG of a session without an ideal, are skipped);
+* a *ratio* estimator (pnDCG, SN-DCG) gives a numerator a_τ, a denominator b_τ and a scale s:
+  estimate = s · mean a / mean b, with the delta-method standard error of the influence values
+  φ_τ = s · (a_τ − r b_τ) / b̄, r = ā / b̄.
+
+`compare` summarises them: each (estimator, target, m) gets its value and standard error and,
+against a baseline target (usually the logger itself: its exposures are the logged ones), the
+paired difference on the same trajectories with its standard error, normal confidence interval
+and one-sided p-value (H₀: Δ ≤ 0), the quantities of Jeunen et al.'s KDD'24 §6 sensitivity
+analysis. A ratio estimator's difference has the paired delta-method standard error of φ_t − φ₀.
+Adding an estimator is one function and one `register` call; every study that asks for all
+estimators then shows it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from simrec import feed, stats
+from simrec.ope.dcg import (IDEALS, _clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
+                            trajectory_dr, trajectory_ndcg)
+
+__all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
+           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log"]
+
+
+@dataclass(frozen=True)
+class LoggedData:
+    """One signal of a logged feed as every estimator sees it.
+
+    rewards: f32[N, K] the signal's labels c (0 where not viewed); viewed: bool[N, K];
+    logging_exposure: f32[N, K] ε₀ of the logged items (`simrec.ope.logged_exposures`);
+    discount: f32[K] the view model's P(V=1 | rank) (the nDCG ideals' discount), or None;
+    predicted: f32[N, K] a reward model's q̂ of the logged items (doubly robust), or None.
+    """
+    rewards: Any
+    viewed: Any
+    logging_exposure: Any
+    discount: Any = None
+    predicted: Any = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target policy on the log: exposure f32[N, K], its ε of the logged items; direct f[N]: the
+    reward model's value of the target per trajectory (`simrec.ope.direct_method`), or None."""
+    exposure: Any
+    direct: Any = None
+
+
+class Contribution(NamedTuple):
+    """Per-trajectory contributions f64[M, N] of an estimator (module docstring): a mean estimator
+    sets only ``numerator``; a ratio estimator also ``denominator`` and ``scale``."""
+    numerator: np.ndarray
+    denominator: np.ndarray | None = None
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered estimator (module docstring). needs: the optional inputs it reads, among
+    "discount", "predicted" (`LoggedData`) and "direct" (`Target`)."""
+    name: str
+    label: str
+    contributions: Callable[..., Contribution]
+    needs: frozenset[str] = frozenset()
+    assumption: str = ""
+    reference: str = ""
+
+    def available(self, data: LoggedData, targets: Mapping[str, Target]) -> bool:
+        """Whether the log and every target provide what the estimator needs."""
+        return all(getattr(data, need, None) is not None if need in ("discount", "predicted")
+                   else all(getattr(t, need, None) is not None for t in targets.values()) for need in self.needs)
+
+
+#: every registered estimator by name, in registration order
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register(estimator: Estimator) -> Estimator:
+    """Add an estimator to `ESTIMATORS` (its name must be new)."""
+    if estimator.name in ESTIMATORS:
+        raise ValueError(f"an estimator named {estimator.name!r} is registered already")
+    unknown = set(estimator.needs) - {"discount", "predicted", "direct"}
+    if unknown:
+        raise ValueError(f"estimator {estimator.name!r} needs unknown inputs {sorted(unknown)}; "
+                         f"choose among discount, predicted, direct")
+    ESTIMATORS[estimator.name] = estimator
+    return estimator
+
+
+def lookup(names: str | Sequence[str] = "all") -> list[Estimator]:
+    """The registered estimators called ``names`` (in that order), or all of them for "all"."""
+    if names == "all":
+        return list(ESTIMATORS.values())
+    if isinstance(names, str):
+        names = [names]
+    unknown = [n for n in names if n not in ESTIMATORS]
+    if unknown:
+        raise ValueError(f"unknown estimator(s) {', '.join(map(repr, unknown))}; registered: {', '.join(ESTIMATORS)}")
+    return [ESTIMATORS[n] for n in names]
+
+
+@dataclass(frozen=True)
+class OnLog:
+    """What `from_log` prepares from a log: per signal, the `LoggedData`; the `Target` of every
+    policy (the logger's exposures are the logged ones); and the exposure tables over the log's
+    distinct contexts {name: f32[B, A]} with each session's row i64[N] in them."""
+    data: dict[str, LoggedData]
+    targets: dict[str, dict[str, Target]]
+    tables: dict[str, Any]
+    rows: np.ndarray
+
+
+def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward_models: Mapping[str, Any] | None = None
+             ) -> OnLog:
+    """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
+    exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
+    its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
+    ideals, and, per signal with a reward model q̂ (``reward_models``: {signal: f[A] per item or
+    f[B, A] per distinct context}), the predictions at the logged items and each target's direct
+    term Σ_a ε(x, a) q̂(x, a) (`direct_method`), so that DR applies."""
+    names = list(policies)
+    if not names:
+        raise ValueError("policies must hold the logger first, then the targets")
+    contexts, rows = np.unique(np.asarray(log.users), return_inverse=True)
+    tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
+    exposures = {name: logged_exposures(log, table, contexts) for name, table in tables.items()}
+    discount = feed.view_probability(view, policies[names[0]].feed_length)
+    items = np.maximum(np.asarray(log.items), 0)
+    data, targets = {}, {}
+    for s, signal in enumerate(log.signals):
+        model = None if reward_models is None else reward_models.get(signal)
+        predicted, direct = None, {name: None for name in names}
+        if model is not None:
+            model = np.asarray(model)
+            per_context = model if model.ndim == 2 else np.broadcast_to(model, np.shape(tables[names[0]]))
+            predicted = np.asarray(per_context[rows[:, None], items], np.float32)
+            direct = {name: np.asarray(direct_method(per_context, tables[name]))[rows] for name in names}
+        data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted)
+        targets[signal] = {name: Target(exposures[name], direct[name]) for name in names}
+    return OnLog(data, targets, tables, np.asarray(rows))
+
+
+# ---- the estimators of simrec.ope.dcg -------------------------------------------------------------
+
+def _f64(x) -> np.ndarray:
+    return np.asarray(x, np.float64)
+
+
+def _ideal(data: LoggedData, m, ideal: str, cache: dict):
+    """iDCG_τ(m) of the log under ``ideal`` (`ideal_dcg`), computed once per log and shared by every
+    target and estimator (``cache``)."""
+    key = ("idcg", ideal)
+    if key not in cache:
+        cache[key] = ideal_dcg(data.rewards, data.logging_exposure, data.viewed, data.discount, m, ideal=ideal)
+    return cache[key]
+
+
+def _dcg(data, target, m, options, cache) -> Contribution:
+    key = ("dcg", id(target))
+    if key not in cache:
+        cache[key] = _f64(trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, m))
+    return Contribution(cache[key])
+
+
+def _ndcg(ideal: str):
+    def contributions(data, target, m, options, cache) -> Contribution:
+        idcg = _ideal(data, m, ideal, cache)
+        return Contribution(_f64(trajectory_ndcg(data.rewards, data.logging_exposure, target.exposure, data.viewed,
+                                                 data.discount, m, ideal=ideal, idcg=idcg,
+                                                 zero_ideal=options.get("zero_ideal", "zero"))))
+    return contributions
+
+
+def _pndcg(data, target, m, options, cache) -> Contribution:
+    return Contribution(_dcg(data, target, m, options, cache).numerator,
+                        _f64(_ideal(data, m, "same discount", cache)))
+
+
+def _sndcg(data, target, m, options, cache) -> Contribution:
+    ones = np.ones(np.shape(data.viewed), np.float32)
+    views = _f64(trajectory_dcg(ones, data.logging_exposure, target.exposure, data.viewed, m))
+    target_views = options.get("target_views")
+    if target_views is None:
+        target_views = float(np.mean(np.sum(np.asarray(data.viewed), axis=1)))
+    return Contribution(_dcg(data, target, m, options, cache).numerator, views, float(target_views))
+
+
+def _dr(data, target, m, options, cache) -> Contribution:
+    return Contribution(_f64(trajectory_dr(data.rewards, data.logging_exposure, target.exposure, data.viewed,
+                                           data.predicted, target.direct, m)))
+
+
+_PBM = ("Asm. 1–5 of Jeunen et al. KDD'24: position-based examination, rewards independent of the other items "
+        "shown, no state across sessions, a logger that exposes every item the target does; unbiased at m = ∞")
+register(Estimator("dcg", "DCG (clipped IPS)", _dcg, assumption=_PBM,
+                   reference="Jeunen et al. KDD'24 Eq. 8–9 (= independent IPS, Li et al. WSDM'18)"))
+register(Estimator("ndcg", "nDCG (same-discount ideal)", _ndcg(IDEALS[0]), frozenset({"discount"}),
+                   assumption="none: a per-session ratio, inconsistent (Jeunen et al. KDD'24 Lemma 5.2)",
+                   reference="Jeunen et al. KDD'24 §5"))
+register(Estimator("ndcg_all", "nDCG (all-viewed ideal)", _ndcg(IDEALS[1]), frozenset({"discount"}),
+                   assumption="none: a per-session ratio, inconsistent (Jeunen et al. KDD'24 Lemma 5.2)",
+                   reference="Jeunen et al. KDD'24 Table 1"))
+register(Estimator("pndcg", "pnDCG (post-normalised)", _pndcg, frozenset({"discount"}),
+                   assumption="as DCG, up to the constant mean ideal: orders policies as DCG does",
+                   reference="Jeunen et al. KDD'24 §5"))
+register(Estimator("sndcg", "SN-DCG (self-normalised)", _sndcg,
+                   assumption="as DCG; consistent, with a bias of order 1/N (Swaminathan & Joachims, NeurIPS'15)",
+                   reference="Swaminathan & Joachims, NeurIPS'15"))
+register(Estimator("dr", "DR-DCG (doubly robust)", _dr, frozenset({"predicted", "direct"}),
+                   assumption="as DCG for any reward model at m = ∞; a good reward model lowers the variance",
+                   reference="Dudík, Langford & Li, ICML'11; Kiyohara et al., WSDM'22"))
+
+
+# ---- summaries -------------------------------------------------------------------------------------
+
+def contributions(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: str | Sequence[str] = "all",
+                  options: Mapping[str, Any] | None = None) -> dict[tuple[str, str], Contribution]:
+    """{(estimator, target): `Contribution`} of the chosen estimators (those whose inputs are
+    available, when "all") for every target, every m at once. m: scalar or f[M]."""
+    m_vec, _ = _clip_values(m)
+    chosen = lookup(estimators)
+    if estimators != "all":
+        missing = [e.name for e in chosen if not e.available(data, targets)]
+        if missing:
+            raise ValueError(f"estimator(s) {', '.join(missing)} need inputs the log or targets lack "
+                             f"({'; '.join(f'{e.name}: {sorted(e.needs)}' for e in chosen if e.name in missing)})")
+    chosen = [e for e in chosen if e.available(data, targets)]
+    cache: dict = {}
+    options = dict(options or {})
+    return {(e.name, name): e.contributions(data, target, m_vec, options, cache)
+            for e in chosen for name, target in targets.items()}
+
+
+COMPARE_COLUMNS = ("estimator", "target", "m", "value", "value_se", "difference", "se", "low", "high", "p")
+
+
+def _ratio(c: Contribution) -> tuple[np.ndarray, np.ndarray]:
+    """(estimate f64[M], influence values f64[M, N]) of a ratio contribution."""
+    a_bar, b_bar = c.numerator.mean(axis=-1), c.denominator.mean(axis=-1)
+    if np.any(b_bar <= 0):
+        raise ValueError("the denominator of a ratio estimator is zero: no logged positive label")
+    value = a_bar / b_bar
+    return c.scale * value, c.scale * (c.numerator - value[:, None] * c.denominator) / b_bar[:, None]
+
+
+def _se(values: np.ndarray) -> np.ndarray:
+    return np.std(values, axis=-1, ddof=1) / math.sqrt(values.shape[-1])
+
+
+def summarise(parts: Mapping[tuple[str, str], Contribution], m, *, baseline: str | None = None,
+              confidence: float = 0.99) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """{(estimator, target): {"value", "value_se", "difference", "se", "low", "high", "p": f64[M]}}
+    of `contributions` (module docstring); the difference columns are NaN without a baseline and
+    for the baseline itself."""
+    m_vec = np.asarray(_clip_values(m)[0], np.float64)
+    out = {}
+    for (name, target), c in parts.items():
+        nan = np.full(m_vec.shape, np.nan)
+        row = {"difference": nan, "se": nan, "low": nan, "high": nan, "p": nan}
+        base = parts.get((name, baseline)) if baseline is not None and target != baseline else None
+        if c.denominator is None:
+            value, _, _, value_se = stats.mean_ci(c.numerator, confidence, nan_policy="omit")
+            if base is not None:
+                delta = c.numerator - base.numerator
+                mean, low, high, se = stats.mean_ci(delta, confidence, nan_policy="omit")
+                row = {"difference": mean, "se": se, "low": low, "high": high,
+                       "p": stats.one_sided_p(delta, nan_policy="omit")}
+        else:
+            value, influence = _ratio(c)
+            value_se = _se(influence)
+            if base is not None:
+                base_value, base_influence = _ratio(base)
+                mean, se = value - base_value, _se(influence - base_influence)
+                half = _normal_quantile(confidence) * se
+                row = {"difference": mean, "se": se, "low": mean - half, "high": mean + half,
+                       "p": _normal_sf(mean / np.where(se > 0, se, np.nan))}
+        out[(name, target)] = {"value": np.atleast_1d(value), "value_se": np.atleast_1d(value_se),
+                               **{k: np.atleast_1d(v) for k, v in row.items()}}
+    return out
+
+
+def _normal_quantile(confidence: float) -> float:
+    import scipy.stats
+    return float(scipy.stats.norm.ppf((1 + confidence) / 2))
+
+
+def _normal_sf(z):
+    import scipy.stats
+    return scipy.stats.norm.sf(z)
+
+
+def compare(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: str | Sequence[str] = "all",
+            baseline: str | None = None, confidence: float = 0.99, options: Mapping[str, Any] | None = None):
+    """Every chosen estimator (all whose inputs are available, by default) for every target and
+    every m on one log, as one tidy frame with `COMPARE_COLUMNS`: the estimate and its standard
+    error and, against ``baseline`` (a key of ``targets``, e.g. the logger), the paired difference,
+    its standard error, normal ``confidence`` interval and one-sided p-value (module docstring).
+
+    options: estimator options, e.g. ``zero_ideal`` ("zero" or "skip": nDCG of a session without
+    an ideal) and ``target_views`` (SN-DCG's T; the logged mean views by default)."""
+    if baseline is not None and baseline not in targets:
+        raise ValueError(f"baseline {baseline!r} is not one of the targets {list(targets)}")
+    import pandas as pd
+    m_vec = np.asarray(_clip_values(m)[0], np.float64)
+    parts = contributions(data, targets, m, estimators=estimators, options=options)
+    rows = []
+    for (name, target), summary in summarise(parts, m, baseline=baseline, confidence=confidence).items():
+        for i, m_value in enumerate(m_vec):
+            rows.append((name, target, float(m_value), *(float(summary[c][i]) for c in COMPARE_COLUMNS[3:])))
+    return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
