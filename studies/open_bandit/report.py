@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from simrec import data, stats
+from simrec import data, reporting, stats
 from simrec.datafiles import skipped_note
 from simrec.runner import Report
 from simrec_studies.open_bandit.compute import ON_POLICY, OVERALL, POLICIES, _relative
@@ -59,36 +59,35 @@ def data_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _figure(config: OpenBanditConfig, table: pd.DataFrame):
-    import matplotlib.pyplot as plt
-
     overall = table[table.position == OVERALL]
     campaigns = list(dict.fromkeys(overall.campaign))
-    fig, axes = plt.subplots(len(POLICIES), len(campaigns), figsize=(4.2 * len(campaigns), 5.2), squeeze=False)
-    for i, target in enumerate(POLICIES):
-        for j, campaign in enumerate(campaigns):
-            ax = axes[i, j]
-            rows = overall[(overall.target == target) & (overall.campaign == campaign)].reset_index(drop=True)
-            y = np.arange(len(rows))
-            if len(rows):
-                truth = rows.iloc[0]
-                ax.axvspan(truth["on-policy low"] * 100, truth["on-policy high"] * 100, color="0.85",
-                           label=f"on-policy {config.level:.0%} CI")
-                ax.axvline(truth["on-policy"] * 100, color="0.3", lw=1, label="on-policy")
-            for row, r in rows.iterrows():
-                colour = "tab:blue" if r.agrees == "yes" else "tab:red"
-                ax.errorbar(r.estimate * 100, row, xerr=[[(r.estimate - r.low) * 100], [(r.high - r.estimate) * 100]],
-                            fmt="o", color=colour, ms=4, capsize=3)
-            ax.set_yticks(y, rows.estimator if j == 0 else [""] * len(rows))
-            ax.invert_yaxis()
-            ax.set_title(f"{campaign}: {target} from the {'bts' if target == 'random' else 'random'} log",
-                         fontsize=9)
-            if i == len(POLICIES) - 1:
-                ax.set_xlabel("click rate per impression (%)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2)
-    fig.suptitle(f"Off-policy estimates ({config.level:.0%} CI; red = difference CI excludes 0) beside the "
-                 "on-policy click rate", fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig, axes = reporting.figure(len(POLICIES), len(campaigns), width=4.2, height=2.6)
+    with reporting.theme():
+        for i, target in enumerate(POLICIES):
+            for j, campaign in enumerate(campaigns):
+                ax = axes[i, j]
+                rows = overall[(overall.target == target) & (overall.campaign == campaign)].reset_index(drop=True)
+                y = np.arange(len(rows))
+                if len(rows):
+                    truth = rows.iloc[0]
+                    ax.axvspan(truth["on-policy low"] * 100, truth["on-policy high"] * 100, color="0.85",
+                               label=f"on-policy {config.level:.0%} CI")
+                    ax.axvline(truth["on-policy"] * 100, color="0.3", lw=1, label="on-policy")
+                for row, r in rows.iterrows():
+                    colour = "tab:blue" if r.agrees == "yes" else "tab:red"
+                    ax.errorbar(r.estimate * 100, row, xerr=[[(r.estimate - r.low) * 100], [(r.high - r.estimate) * 100]],
+                                fmt="o", color=colour, ms=4, capsize=3)
+                ax.set_yticks(y, rows.estimator if j == 0 else [""] * len(rows))
+                ax.invert_yaxis()
+                ax.set_title(f"{campaign}: {target} from the {'bts' if target == 'random' else 'random'} log",
+                             fontsize=9)
+                if i == len(POLICIES) - 1:
+                    ax.set_xlabel("click rate per impression (%)")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2)
+        fig.suptitle(f"Off-policy estimates ({config.level:.0%} CI; red = difference CI excludes 0) beside the "
+                     "on-policy click rate", fontsize=10)
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 
