@@ -46,6 +46,9 @@ def test_study_runs_and_finds_inversions(tmp_path):
     assert "| all viewed | R' | 0.00 | 2.50 | 0.00 | 0.71 | 1.25 | 0.36 |" in readme
     assert "| same discount | R | 1.00 | 1.00 | 1.00 | 0.40 | 1.00 | 0.70 |" in readme
     assert "| same discount | R' | 0.00 | 2.50 | 0.00 | 1.00 | 1.25 | 0.50 |" in readme
+    claims = pd.read_csv(tmp_path / "table_claims.csv")       # Table 1, Lemmas 5.1 and 5.2 beside ours
+    assert list(claims.verdict) == ["reproduced"] * 4 and "## Claims" in readme
+    assert claims.source.str.contains("Lemma 5.1").any() and claims.source.str.contains("Lemma 5.2").any()
 
 
 def test_search_cells_use_their_own_cell_key():

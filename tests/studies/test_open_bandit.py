@@ -186,3 +186,34 @@ def test_comparison_flags_use_both_intervals():
     # DR: difference +0.004 > 1.96 · sqrt(2) · 0.001 = 0.0028: disagrees; SNIPS: both flags yes
     assert table.loc["DR", "agrees"] == "no" and table.loc["DR", "truth in CI"] == "no"
     assert table.loc["SNIPS", "agrees"] == "yes" and table.loc["SNIPS", "truth in CI"] == "yes"
+
+
+def test_a_report_only_edit_changes_no_cell_address(tmp_path, monkeypatch):
+    """The code version (part of every cell's cache address) covers compute.py and __init__.py,
+    not report.py: a copy of the package whose report is edited keeps its code version, one whose
+    compute is edited does not."""
+    import importlib
+    import pathlib
+    import sys
+    source = pathlib.Path(open_bandit.__file__).parent
+    package = tmp_path / "obcopy" / "open_bandit"
+    package.mkdir(parents=True)
+    (tmp_path / "obcopy" / "__init__.py").write_text("")
+    for name in ("__init__", "compute", "report"):
+        text = (source / f"{name}.py").read_text().replace("simrec_studies.open_bandit", "obcopy.open_bandit")
+        (package / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m.startswith("obcopy")]:
+        monkeypatch.delitem(sys.modules, name)
+    study = importlib.import_module("obcopy.open_bandit").STUDY
+    assert runner.report_module(study) == "obcopy.open_bandit.report"
+    modules = runner.module_closure(study.module, ("obcopy", "simrec"), [runner.report_module(study)])
+    assert {"obcopy.open_bandit.compute", "obcopy.open_bandit"} <= set(modules)
+    assert "obcopy.open_bandit.report" not in modules
+    before = runner.code_version(study)
+    report = package / "report.py"
+    report.write_text(report.read_text().replace("No Open Bandit data", "No Open Bandit logs"))
+    assert runner.code_version(study) == before
+    compute = package / "compute.py"
+    compute.write_text(compute.read_text().replace('OVERALL = -1 ', 'OVERALL = -1  # edited'))
+    assert runner.code_version(study) != before
