@@ -11,8 +11,9 @@ import importlib as _importlib
 __version__ = "0.1.0"
 
 #: the public submodules, imported on first attribute access
-SUBMODULES = ("cli", "config", "data", "datafiles", "executor", "feed", "metrics", "missing", "models", "obp",
-              "ope", "output", "procedural", "provenance", "runner", "sharding", "stats", "validate", "world")
+SUBMODULES = ("cli", "codeversion", "config", "data", "datafiles", "executor", "feed", "metrics", "missing", "models",
+              "obp", "ope", "output", "procedural", "provenance", "records", "reporting", "runner", "sharding", "stats",
+              "validate", "world")
 
 
 def __getattr__(name: str):

@@ -91,11 +91,11 @@ def parse_executor(text: str | None, workers: int | None = None) -> ExecutorSpec
 
 def compute_cell(study, seed: int, config, cell, shared) -> tuple[list, float]:
     """(checked rows, seconds) of one cell: ``study.compute`` under the run's root key
-    ``jax.random.key(seed)``, its records validated by `simrec.runner.check_records`. The unit
+    ``jax.random.key(seed)``, its records validated by `simrec.records.check_records`. The unit
     of work of every executor; a pure function of its arguments."""
     import jax
 
-    from simrec.runner import check_records
+    from simrec.records import check_records
     started = time.perf_counter()
     rows = check_records(study, cell, study.compute(jax.random.key(seed), config, cell, shared))
     return rows, time.perf_counter() - started
@@ -142,7 +142,7 @@ def _compute_on_worker(study, seed: int, config, cell, shared, setup_address: st
 
 
 def _worker_code_version(study) -> str:
-    from simrec.runner import code_version
+    from simrec.codeversion import code_version
     return code_version(study)
 
 
@@ -190,7 +190,7 @@ class DaskExecutor:
         return self._client
 
     def _check_code(self, study) -> None:
-        from simrec.runner import code_version
+        from simrec.codeversion import code_version
         if study.name in self._checked:
             return
         mine = code_version(study)

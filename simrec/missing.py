@@ -14,7 +14,9 @@ Observation size rule (shared by every observation model, and by `expected_obser
 
 i.e. rate_u * |P+_u| rounded half up (computed in float64 with a 1e-9 slack so that a decimal rate
 such as 0.3 times 5 counts as the exact half 1.5), but at least one observation for a user with a
-non-empty prior set and a positive rate.
+non-empty prior set and a positive rate. `observed_sizes` applies it and `broadcast_rates` reads a
+scalar or per-user rate; both, and `csr_from_blocks` (dense bool row blocks to one CSR), are
+public so that `simrec.procedural`'s block samplers follow exactly the same rules.
 
 Splits follow Lim §6 (per user, fractions of O+_u uniformly at random into train/valid/test,
 repeated for several independent folds), FastML's strong generalisation (whole users held out)
@@ -42,7 +44,7 @@ __all__ = [
     "DEFAULT_OBSERVATION_RATE", "prior_relevant", "prior_relevant_nbytes", "user_rates",
     "observe_srs", "observe_mnar_popularity", "observe_mnar_quality", "expected_observed_count",
     "calibrate_offset", "Split", "split_per_user", "UserSplit", "split_users", "split_steck",
-    "sample_unrated",
+    "sample_unrated", "observed_sizes", "broadcast_rates", "csr_from_blocks",
 ]
 
 # SRS observation rate at which the paper-like world presets are calibrated (simrec.world.PRESETS).
@@ -69,8 +71,10 @@ def _threshold_block(world: World, users: jax.Array, threshold: jax.Array) -> ja
     return quality(world, users) >= threshold
 
 
-def _csr_from_blocks(masks: Sequence[np.ndarray], n_cols: int) -> sp.csr_matrix:
-    """Stack dense bool row blocks into one bool CSR matrix (column indices sorted)."""
+def csr_from_blocks(masks: Sequence[np.ndarray], n_cols: int) -> sp.csr_matrix:
+    """Stack dense bool row blocks into one bool CSR matrix (column indices sorted).
+
+    masks: bool[B_j, n_cols] blocks, in row order.  Returns bool CSR [sum_j B_j, n_cols]."""
     counts = [m.sum(axis=1) for m in masks]
     indices = [np.nonzero(m)[1] for m in masks]
     indptr = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64)
@@ -114,7 +118,7 @@ def prior_relevant(key: jax.Array, world: World, *, model: str = "bernoulli",
         else:
             block = _threshold_block(world, padded, jnp.float32(threshold))
         masks.append(np.asarray(block)[: len(users)])
-    return _csr_from_blocks(masks, world.n_items)
+    return csr_from_blocks(masks, world.n_items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,8 +143,9 @@ def _as_relevance(matrix, name: str) -> sp.csr_matrix:
     return sp.csr_matrix(validate.relevance_mask(name, matrix, (None, None)))
 
 
-def _rates(rate, n_users: int) -> np.ndarray:
-    """f64[U] per-user rates from a scalar or a length-U array, all in [0, 1]."""
+def broadcast_rates(rate, n_users: int) -> np.ndarray:
+    """f64[n_users] per-user rates from a scalar or a length-n_users array, all in [0, 1]
+    (ValueError naming ``rate`` otherwise)."""
     rates = validate.probabilities("rate", rate)
     if rates.ndim == 0:
         return np.full(n_users, float(rates))
@@ -148,8 +153,9 @@ def _rates(rate, n_users: int) -> np.ndarray:
     return rates
 
 
-def _observed_sizes(counts: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """i64[U] observation sizes from |P+_u| and rate_u by the rule of the module docstring."""
+def observed_sizes(counts: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """|O+_u| by the observation size rule of the module docstring, from counts i[U] = |P+_u| and
+    rates f64[U] = rate_u (`broadcast_rates`).  Returns i64[U], at most counts."""
     sizes = np.floor(rates * counts + 0.5 + _HALF_SLACK).astype(np.int64)
     sizes = np.where((counts >= 1) & (rates > 0), np.maximum(sizes, 1), 0)
     return np.minimum(sizes, counts)
@@ -202,10 +208,10 @@ def _keep_entries(matrix: sp.csr_matrix, keep: np.ndarray, *,
 
 def _sample_within_rows(key: jax.Array, prior: sp.csr_matrix, rate,
                         log_weights: np.ndarray | None) -> sp.csr_matrix:
-    """Per row, `_observed_sizes` entries drawn without replacement with probability
+    """Per row, `observed_sizes` entries drawn without replacement with probability
     proportional to exp(log_weights) at each draw (Gumbel-top-k; uniform if log_weights is None).
     """
-    sizes = _observed_sizes(np.diff(prior.indptr), _rates(rate, prior.shape[0]))
+    sizes = observed_sizes(np.diff(prior.indptr), broadcast_rates(rate, prior.shape[0]))
     uniforms = _uniforms(key, prior.nnz)
     scores = -np.log(-np.log(uniforms))                      # Gumbel(0, 1)
     if log_weights is not None:

@@ -25,8 +25,10 @@ feed, fused into the caller's jit, agrees with them to float32 rounding (a few u
 `materialise` returns the `simrec.world.World` holding exactly these numbers (for small worlds:
 O((U + I) d) memory), so every function of `simrec.world` / `simrec.missing` applies to it.
 The per-block functions plug into the rest of simrec: `score_function` scores a block of users
-for `simrec.metrics`, `quality_fn` is an `ItemFn` for the feed (`simrec.feed.Scenario.quality`),
-and `prior_relevant_block` / `observe_srs_block` / `observe_mnar_quality_block` sample Lim et
+for `simrec.metrics`, `row_quality` is the quality of (session, item) pairs that
+`simrec.feed.world_quality` wraps as a feed `ItemFn` (this module never imports the feed; a
+feed `Scenario` over a procedural world is `simrec.feed.scenario_from_world`), and
+`prior_relevant_block` / `observe_srs_block` / `observe_mnar_quality_block` sample Lim et
 al.'s P+ and O+ (`simrec.missing`) for a block of users with keys fold_in(key, u), so a user's
 sets do not depend on the block it is sampled in. Memory: O(block * items) or O(block * d),
 never users x items, except `prior_relevant`, which holds the dense bool rows (U * I bytes) of
@@ -34,7 +36,8 @@ the users it samples until its CSR is built. Every function that allocates a blo
 materialised world or those rows first estimates the bytes and refuses, in one line, what
 exceeds the available memory (`simrec.validate.fits_in_memory`). Day-to-day drift
 (`simrec.world.drift`) applies to a materialised world; the sampling of session users
-(`simrec.world.sample_users`) needs the O(U) activity vector, `user_log_activity(world, arange(U))`.
+(`simrec.world.sample_users`, the feed's `simrec.feed.world_activity`) needs the O(U) activity
+vector, `user_log_activity(world, arange(U))`.
 """
 from __future__ import annotations
 
@@ -48,14 +51,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from simrec import validate
-from simrec.feed.policies import ItemFn
-from simrec.missing import _csr_from_blocks, _observed_sizes, _rates, prior_relevant_nbytes
+from simrec.missing import broadcast_rates, csr_from_blocks, observed_sizes, prior_relevant_nbytes
 from simrec.world import World, WorldConfig, user_blocks, world_config, world_nbytes
 
 __all__ = [
     "ProceduralWorld", "make_procedural", "user_factors", "item_factors", "item_bias",
     "user_log_activity", "popularity_rank", "quality_logit", "quality", "quality_pairs",
-    "materialise", "score_function", "quality_fn", "prior_relevant_block", "prior_relevant",
+    "materialise", "score_function", "row_quality", "prior_relevant_block", "prior_relevant",
     "observe_srs_block", "observe_mnar_quality_block",
 ]
 
@@ -320,15 +322,21 @@ def quality(world: ProceduralWorld, users, items=None) -> jax.Array:
     return jax.nn.sigmoid(quality_logit(world, users, items))
 
 
-def _pair_quality(world: ProceduralWorld, users: jax.Array, items: jax.Array) -> jax.Array:
-    """q(users[n], items[n, k]) for users i32[N] and items i32[N, K] (or both i32[N])."""
+def row_quality(world: ProceduralWorld, users: jax.Array, items: jax.Array) -> jax.Array:
+    """q(users[n], items[n, k]): each user against its own row of items, for users i32[N] and
+    items i32[N, K] (or both i32[N]).  Returns f32[N, K] (f32[N]).
+
+    Traceable (fused into the caller's jit) and without range checks: ids outside 0..U-1 or
+    0..I-1 silently give other ids' draws (`quality_pairs` checks them). The pair function of the
+    feed's `simrec.feed.world_quality`, so a feed `Scenario` needs no users x items table; it
+    agrees with `quality` to float32 rounding (a few ulp)."""
     x = _user_factors(world, users)
     x = x.reshape(x.shape[:1] + (1,) * (items.ndim - users.ndim) + x.shape[1:])
     return jax.nn.sigmoid(_logit(world.affinity_scale, world.offset, x,
                                  _item_factors(world, items), _item_bias(world, items)))
 
 
-_pair_quality_jit = jax.jit(_pair_quality)
+_row_quality_jit = jax.jit(row_quality)
 
 
 def quality_pairs(world: ProceduralWorld, users, items) -> jax.Array:
@@ -338,11 +346,11 @@ def quality_pairs(world: ProceduralWorld, users, items) -> jax.Array:
     if users.shape != items.shape or users.ndim != 1:
         raise ValueError(f"users and items must be 1-D of the same length, got {users.shape} "
                          f"and {items.shape}")
-    return _pair_quality_jit(world, users, items)
+    return _row_quality_jit(world, users, items)
 
 
 # --------------------------------------------------------------------------------------------
-# Materialised world, metrics scores, feed quality
+# Materialised world, metrics scores
 # --------------------------------------------------------------------------------------------
 
 def _chunked(fn, world: ProceduralWorld, n: int) -> jax.Array:
@@ -385,17 +393,6 @@ def score_function(world: ProceduralWorld, *, logit: bool = True):
 
     return score
 
-
-def _quality_item_fn(world: ProceduralWorld, contexts: jax.Array, items: jax.Array) -> jax.Array:
-    return _pair_quality(world, contexts, items)
-
-
-def quality_fn(world: ProceduralWorld) -> ItemFn:
-    """The true quality q(x, a) as a `simrec.feed.ItemFn` (contexts = users), computed per
-    (session, item) pair from the keys: a feed `Scenario` over a procedural world needs no
-    users x items table. Context ids are not range-checked inside jit (as for every function
-    `ItemFn`); ids >= U would silently be other users' draws, so keep contexts in 0..U-1."""
-    return ItemFn(_quality_item_fn, world, world.n_items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -453,7 +450,7 @@ def prior_relevant(key: jax.Array, world: ProceduralWorld, users=None, *,
         padded = np.pad(users[rows], (0, width - len(rows)), mode="edge")   # one compiled shape
         block = prior_relevant_block(key, world, padded, model=model, threshold=threshold)
         masks.append(np.asarray(block)[: len(rows)])
-    return _csr_from_blocks(masks, world.n_items)
+    return csr_from_blocks(masks, world.n_items)
 
 
 @jax.jit
@@ -477,7 +474,7 @@ def _observe(key, users, prior, rate, log_weights) -> jax.Array:
                          f"prior {prior.shape} and users {users.shape}")
     _check_block_memory("observe block", prior.shape[0], prior.shape[1], 17)   # 4 x f32/i32 + bool
     counts = np.asarray(prior.sum(axis=1))
-    sizes = _observed_sizes(counts, _rates(rate, prior.shape[0]))
+    sizes = observed_sizes(counts, broadcast_rates(rate, prior.shape[0]))
     uniforms = _row_uniforms(key, users, prior.shape[1], jnp.finfo(jnp.float32).tiny)
     return _keep_first(uniforms, prior, jnp.asarray(sizes, jnp.int32), log_weights)
 

@@ -1,7 +1,7 @@
 """Are committed results what the code and data produce now? Checks and comparisons of output folders.
 
 A finished output folder's ``manifest.json`` names the study, preset, config, seed, the code
-version (a digest of the source the study imports, `simrec.runner.code_version`) and the digest of
+version (a digest of the source the study imports, `simrec.codeversion.code_version`) and the digest of
 every real-data file it read. `check_folder` compares those with the code, the preset and the data
 here, without computing anything:
 
@@ -112,7 +112,8 @@ def check_folder(folder: Path | str, studies: Mapping[str, Callable[[], object]]
     `simrec.runner.Study`; ``benchmarks``: name -> module of an installed benchmark, whose folders
     record the benchmark module's version."""
     from simrec.config import config_to_dict
-    from simrec.runner import _canonical_json, code_version, module_version
+    from simrec.codeversion import code_version, module_version
+    from simrec.runner import canonical_json
     folder = Path(folder)
     manifest = read_manifest(folder)
     if manifest is None:
@@ -144,7 +145,7 @@ def check_folder(folder: Path | str, studies: Mapping[str, Callable[[], object]]
     if preset not in study.presets:
         return FolderStatus(folder, name, preset, FOREIGN, (f"study {name!r} has no preset {preset!r}",), packages)
     config = study.presets[preset]
-    if _canonical_json(config_to_dict(config)) != _canonical_json(manifest.get("config")):
+    if canonical_json(config_to_dict(config)) != canonical_json(manifest.get("config")):
         reasons.append(f"config differs from preset {preset!r}")
     declared = [f for f in dict.fromkeys(study.data_files(config) if study.data_files else ()) if f]
     data_stale, absent = _data_reasons(manifest, declared)

@@ -22,7 +22,8 @@ The runner
   missing cells and gives byte-identical tables; a corrupt cache file is recomputed with a
   warning that names it;
 * derives the code version from the source of every module the study imports, transitively,
-  inside its own package and ``simrec`` (`module_closure`), never from hand-kept lists;
+  inside its own package and ``simrec`` (`simrec.codeversion`), never from hand-kept lists, and
+  checks every cell's records against the declared columns (`simrec.records`);
 * stages every output file in a hidden sibling folder marked incomplete and swaps the finished
   set into place, so ``manifest.json``, ``README.md``, tables, figures and ``records.csv`` always
   belong to one run (`OutputFolder`); a lock refuses a second run into the same folder;
@@ -34,17 +35,13 @@ The runner
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import datetime
 import functools
 import hashlib
-import importlib.util
-import inspect
 import io
 import json
-import math
 import os
 import pickle
 import platform
@@ -59,29 +56,22 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from simrec import validate
+from simrec.codeversion import INFRASTRUCTURE, code_version, module_closure, module_version, report_module
 from simrec.config import MAX_SEED, ConfigError, config_fields, config_help, config_to_dict, with_overrides
 from simrec.output import (OutputError, OutputFolder, atomic_write_bytes, atomic_write_text,
                            write_figure, write_table, write_results_index)
+from simrec.records import COLUMN_TYPES, RecordError, check_records, records_frame
 
 __all__ = [
     "ConfigError", "OutputError", "RecordError", "RunInterrupted", "CacheWarning", "Study",
     "Report", "RunSummary", "SetupMemo", "OutputFolder", "run", "cell_key", "shared_key", "key_id",
     "to_json", "config_fields", "config_help", "with_overrides", "config_to_dict",
     "atomic_write_bytes", "atomic_write_text", "write_table", "write_figure", "write_results_index",
-    "Progress", "module_closure", "module_version", "code_version", "run_fields", "check_records", "records_frame", "check_seed",
-    "MAX_SEED", "git_commit", "package_versions",
+    "Progress", "module_closure", "module_version", "code_version", "report_module", "INFRASTRUCTURE", "run_fields",
+    "check_records", "records_frame", "check_seed", "MAX_SEED", "git_commit", "package_versions", "canonical_json",
 ]
 
 Cell = Mapping[str, Any]
-COLUMN_TYPES = (int, float, str, bool)
-#: modules that cannot change a cell's value (hashing them would void every cache on each edit);
-#: `simrec.reporting` is presentation only, for reports, never for computing records
-INFRASTRUCTURE = frozenset({"simrec.runner", "simrec.cli", "simrec.__main__", "simrec.config",
-                            "simrec.output", "simrec.executor", "simrec.reporting", "simrec.provenance"})
-
-
-class RecordError(TypeError):
-    """A study's ``compute`` returned records that do not match its declared columns."""
 
 
 class CacheWarning(UserWarning):
@@ -202,12 +192,14 @@ def to_json(value):
     return value
 
 
-def _canonical_json(value) -> str:
+def canonical_json(value) -> str:
+    """``value`` (`to_json`) as canonical JSON: sorted keys, no spaces, NaN allowed. The text every
+    digest of the runner hashes (cache addresses, setup addresses, row digests)."""
     return json.dumps(to_json(value), sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
 def _digest(value) -> str:
-    return hashlib.sha256(_canonical_json(value).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 def _hash31(value) -> int:
@@ -230,100 +222,6 @@ def key_id(key) -> tuple[int, ...]:
     """A hashable identity of a PRNG key (for tests and diagnostics)."""
     import jax
     return tuple(np.asarray(jax.random.key_data(key)).ravel().tolist())
-
-
-# --------------------------------------------------------------------------------------------
-# Code version: the transitive closure of the modules a study imports
-# --------------------------------------------------------------------------------------------
-
-def _imported_names(tree: ast.AST, package: str) -> set[str]:
-    """Absolute names a module's import statements may refer to (modules or attributes)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1])
-                stem = f"{base}.{node.module}" if node.module else base
-            else:
-                stem = node.module or ""
-            names.add(stem)
-            names.update(f"{stem}.{alias.name}" for alias in node.names)
-    return names
-
-
-def _find(name: str):
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError, AttributeError):
-        return None
-    return spec if spec is not None and spec.origin and spec.origin.endswith(".py") else None
-
-
-def module_closure(module: str, packages: Sequence[str], skip: Sequence[str] = ()) -> dict[str, Path]:
-    """``{name: file}`` of ``module`` and every module it imports, transitively, whose top-level
-    package is one of ``packages`` (statically, from ``import`` statements anywhere in the file;
-    a package's ``__init__`` counts when a submodule is imported). Infrastructure modules
-    (`INFRASTRUCTURE`) and the modules in ``skip`` are left out, and not followed."""
-    roots, skipped = tuple(packages), INFRASTRUCTURE | set(skip)
-    todo, seen = [module], {}
-    while todo:
-        name = todo.pop()
-        if name in seen or name in skipped or name.split(".")[0] not in roots:
-            continue
-        spec = _find(name)
-        if spec is None:
-            continue
-        seen[name] = Path(spec.origin)
-        package = name if spec.submodule_search_locations else name.rpartition(".")[0]
-        tree = ast.parse(Path(spec.origin).read_bytes(), filename=spec.origin)
-        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
-        todo.extend(parents + sorted(_imported_names(tree, package or name)))
-    return dict(sorted(seen.items()))
-
-
-def _without_function(source: str, fn) -> str:
-    """``source`` less the lines of function ``fn`` when ``fn`` is defined in it."""
-    try:
-        block, start = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
-        return source
-    lines = source.splitlines(keepends=True)
-    if "".join(lines[start - 1:start - 1 + len(block)]) != "".join(block):
-        return source
-    return "".join(lines[:start - 1] + lines[start - 1 + len(block):])
-
-
-def module_version(module: str, leave_out: Callable | None = None, skip: Sequence[str] = ()) -> str:
-    """Digest of the source of every module in ``module``'s `module_closure` (its own top-level
-    package and ``simrec``, less the modules in ``skip``), less the lines of function
-    ``leave_out`` in ``module`` itself."""
-    h = hashlib.sha256()
-    for name, path in module_closure(module, (module.split(".")[0], "simrec"), skip).items():
-        source = path.read_text(encoding="utf-8")
-        if name == module and leave_out is not None:
-            source = _without_function(source, leave_out)
-        h.update(name.encode() + b"\0" + source.encode() + b"\0")
-    return h.hexdigest()[:16]
-
-
-def report_module(study: Study) -> str | None:
-    """The module of a study's ``report`` when it is not the module of its ``compute`` (a study
-    package's ``report.py``), else None."""
-    module = getattr(study.report, "__module__", None)
-    return module if module and module != study.module else None
-
-
-def code_version(study: Study) -> str:
-    """The digest of the compute side of a study: the `module_version` of the module of its
-    ``compute``, less its report — the module of ``report`` when that is another module (a study
-    package's ``report.py``, with everything only it imports), else the ``report`` function's own
-    lines. So an edit to a report re-renders the tables from the cached cells in seconds; in a
-    one-file study, helpers that ``report`` calls are hashed like any other code."""
-    other = report_module(study)
-    return module_version(study.module, None if other else study.report, (other,) if other else ())
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,55 +268,6 @@ class Progress:
             self._last_decile = int(frac * 10)
             self.stream.write(line + "\n")
             self.stream.flush()
-
-
-# --------------------------------------------------------------------------------------------
-# Records: validated tidy rows
-# --------------------------------------------------------------------------------------------
-
-def _coerce(study: str, column: str, tp: type, value):
-    if hasattr(value, "__array__") and not isinstance(value, (str, bytes)) and np.ndim(value) == 0:
-        value = np.asarray(value).item()
-    elif isinstance(value, np.generic):
-        value = value.item()
-    if tp is float and value is None:
-        return math.nan
-    ok = (isinstance(value, bool) if tp is bool else
-          isinstance(value, int) and not isinstance(value, bool) if tp is int else
-          isinstance(value, (int, float)) and not isinstance(value, bool) if tp is float else
-          isinstance(value, str))
-    if not ok:
-        raise RecordError(f"study {study!r}: column {column!r} is declared {tp.__name__} but a "
-                          f"record holds {value!r} ({type(value).__name__})")
-    return float(value) if tp is float else value
-
-
-def check_records(study: Study, cell: Cell, records) -> list[list]:
-    """The records of one cell as rows in `Study.columns` order; `RecordError` when a record's
-    keys differ from the declared columns or a value has the wrong type."""
-    if hasattr(records, "to_dict"):                        # a DataFrame
-        records = records.to_dict("records")
-    if isinstance(records, Mapping) or not isinstance(records, (list, tuple)):
-        raise RecordError(f"study {study.name!r}: compute must return a list of records (dicts), "
-                          f"got {type(records).__name__} for cell {dict(cell)}")
-    declared, rows = list(study.columns), []
-    for i, record in enumerate(records):
-        if not isinstance(record, Mapping) or set(record) != set(declared):
-            got = set(record) if isinstance(record, Mapping) else type(record).__name__
-            missing = sorted(set(declared) - got) if isinstance(got, set) else declared
-            extra = sorted(got - set(declared)) if isinstance(got, set) else []
-            raise RecordError(f"study {study.name!r}, cell {dict(cell)}: record {i} does not match "
-                              f"the declared columns (missing {missing}, undeclared {extra})")
-        rows.append([_coerce(study.name, c, study.columns[c], record[c]) for c in declared])
-    return rows
-
-
-def records_frame(study: Study, rows: Sequence[Sequence]):
-    """One DataFrame of all records with the declared column order and dtypes."""
-    import pandas as pd
-    frame = pd.DataFrame(list(rows), columns=list(study.columns))
-    dtypes = {int: "int64", float: "float64", bool: "bool", str: object}
-    return frame.astype({c: dtypes[tp] for c, tp in study.columns.items()})
 
 
 # --------------------------------------------------------------------------------------------
@@ -598,7 +447,7 @@ def _compute_in_store(study: Study, config, seed: int, cells: list[dict], base: 
         bar.phase(f"setup {how}; {sum(c is None for c in hits)} of {len(cells)} cells to compute")
     for cell, hit in zip(cells, hits):
         if hit is not None:
-            bar.update(1, note=_canonical_json(cell)[:60], computed=False)
+            bar.update(1, note=canonical_json(cell)[:60], computed=False)
     todo = [(i, cell) for i, (cell, hit) in enumerate(zip(cells, hits)) if hit is None]
     with contextlib.closing(executor.map(study, seed, config, todo, shared, setup_address)) as results:
         for i, cell_rows, cell_s in results:
@@ -606,7 +455,7 @@ def _compute_in_store(study: Study, config, seed: int, cells: list[dict], base: 
                 atomic_write_text(paths[i], _cell_json(study, cells[i], cell_rows, cell_s))
             hits[i] = (cell_rows, cell_s)
             computed += 1
-            bar.update(1, note=_canonical_json(cells[i])[:60], computed=True)
+            bar.update(1, note=canonical_json(cells[i])[:60], computed=True)
     if not hosts.writer:
         return _Computed([], computed, time.perf_counter() - started, None)
     seconds = [hit[1] for hit in hits]
@@ -630,7 +479,7 @@ def _cell_entry(study: Study, cell: Cell, data: bytes) -> tuple[list, float | No
     entry = json.loads(data)
     if not isinstance(entry, dict) or not isinstance(entry.get("rows"), list):
         raise ValueError("not a cell entry (no list of rows)")
-    if _canonical_json(entry.get("cell")) != _canonical_json(cell):
+    if canonical_json(entry.get("cell")) != canonical_json(cell):
         raise ValueError(f"it holds cell {entry.get('cell')!r}, not {dict(cell)!r}")
     if entry.get("columns") != list(study.columns):
         raise ValueError(f"its columns {entry.get('columns')!r} are not the declared {list(study.columns)}")

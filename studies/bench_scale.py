@@ -397,7 +397,7 @@ def paper_feed(key, users: int, items: int, slots: int = FEED_LENGTH):
         raise ValueError(f"items = {items} must be coprime with {SLOT_STRIDE} and at least slots = {slots}")
     world = procedural.make_procedural(key, WorldConfig(n_users=users, n_items=items, offset=-2.0))
     slotting = (jax.random.fold_in(key, 7), jnp.int32(SLOT_STRIDE), jnp.int32(items))
-    quality = feed.ItemFn(_slot_quality, (slotting, procedural.quality_fn(world)), slots)
+    quality = feed.ItemFn(_slot_quality, (slotting, feed.world_quality(world)), slots)
     activity = jax.nn.softmax(procedural.user_log_activity(world, np.arange(users, dtype=np.int32)))
     scenario = feed.Scenario(feed.Logarithmic(), (quality,), activity, ("click",))
     candidates = feed.all_items(slots)

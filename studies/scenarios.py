@@ -39,7 +39,9 @@ run, cached by the runner) and everything else per cell from them.
   z_e shifts every signal's logit (user engagement); and `simrec.world.drift` perturbs item
   quality (item bias + N(0, item_strength²)) and the user mix (log-activity + N(0,
   user_strength²)). Days are independent fluctuations around the base world, so day d of a
-  replication is reproducible on its own. Two optional drifts persist instead (both 0 by default,
+  replication is reproducible on its own. A day's `feed.Scenario` is
+  `simrec.feed.scenario_from_world` of the drifted world: its users drawn by the day's user mix,
+  one table per signal. Two optional drifts persist instead (both 0 by default,
   which leaves every day bit-identical): `DriftConfig.item_walk` adds item_walk · W_i(d) to each
   item's bias, W_i a per-item Gaussian random walk (item-level trends and churn, which move
   items, hence the target's and the logger's rankings, differently), and `DriftConfig.view_walk`
@@ -520,10 +522,8 @@ def day(platform_: Platform, level: str, d: int) -> Day:
                             f"{world.n_items:,} items (f32 logit, its product and one table per signal)",
                             4 * (2 + len(SIGNALS)) * world.n_users * world.n_items)
     quality = np.asarray(_day_quality(world, jnp.array([sg.like_slope, sg.watch_slope], jnp.float32), shifts))
-    activity = np.asarray(jax.nn.softmax(world.user_log_activity), np.float64)
-    scenario = feed.Scenario(_day_view(lv, log_length), tuple(feed.from_table(q) for q in quality),
-                             jnp.asarray(activity / activity.sum(), jnp.float32), SIGNALS,
-                             satiation=float(lv.satiation))
+    scenario = feed.scenario_from_world(world, _day_view(lv, log_length), dict(zip(SIGNALS, quality)),
+                                        satiation=float(lv.satiation))   # users drawn by the day's activity
     return Day(scenario, z_s, z_e, int(d))
 
 

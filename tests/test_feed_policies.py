@@ -1,4 +1,5 @@
-"""Policies and exposures: closed forms, brute-force enumeration, Monte Carlo, stability."""
+"""Policies, sampling and exposures (`simrec.feed.policies`, `.sampling`, `.exposure`): closed forms,
+brute-force enumeration, Monte Carlo, stability."""
 import itertools
 
 import jax
@@ -7,6 +8,8 @@ import numpy as np
 import pytest
 
 from simrec import feed
+from simrec.feed import sampling
+from simrec.feed.exposure import _race_block, exposure_sample, monte_carlo
 
 VIEW = feed.Logarithmic()
 
@@ -97,8 +100,8 @@ def test_plackett_luce_monte_carlo_matches_enumeration():
     want = np.stack([plackett_luce_enumeration(s[x].astype(np.float64) / T, K) for x in range(X)])
     policy = feed.Policy(feed.all_items(A), feed.PlackettLuce(feed.from_table(s), T), K)
     survival_ = feed.view_probability(VIEW, K)
-    mean, se = jax.jit(lambda key: feed.policies.monte_carlo(
-        key, lambda k: feed.policies.exposure_sample(k, policy, survival_, jnp.arange(X)), 3000))(jax.random.key(4))
+    mean, se = jax.jit(lambda key: monte_carlo(
+        key, lambda k: exposure_sample(k, policy, survival_, jnp.arange(X)), 3000))(jax.random.key(4))
     z = np.abs(np.asarray(mean) - want) / np.maximum(np.asarray(se), 1e-9)
     assert np.all(z <= 4), z.max()
     assert np.all(se > 0)
@@ -284,14 +287,14 @@ def test_random_words_are_threefry_with_both_words_per_block():
     key = jax.random.key(5)
     with jax.threefry_partitionable(False):
         want = jax.random.bits(key, (3, 1001), jnp.uint32)
-    np.testing.assert_array_equal(feed.policies.random_words(key, (3, 1001)), want)
+    np.testing.assert_array_equal(sampling.random_words(key, (3, 1001)), want)
 
 
 @pytest.mark.parametrize("X, k, scale", [(50, 7, 1.0), (20, 100, 3.0), (5, 1000, 10.0), (3, 5, 1e4),
                                          (4, 3, 0.0), (3, 1, 1.0)])
 def test_alias_tables_give_the_softmax(X, k, scale):
     logits = np.random.default_rng(k).normal(size=(X, k)) * scale
-    accept, alias = feed.policies._alias_tables(logits)
+    accept, alias = sampling._alias_tables(logits)
     width = accept.shape[1]
     assert width >= k and width & (width - 1) == 0
     coin = 2.0 ** (32 - (width.bit_length() - 1))
@@ -429,7 +432,7 @@ def test_deep_feeds_draw_the_first_ranks_and_complete_the_rest():
 def test_first_appearances_scan_matches_a_python_reference(num_draws, feed_length):
     """Sampling by first appearances: positions in order of first appearance, -1 after the distinct
     count, which is capped at K; the scanned path (many draws) against a plain loop per session."""
-    from simrec.feed.policies import _UNROLL_DRAWS, _first_appearances
+    from simrec.feed.sampling import _UNROLL_DRAWS, _first_appearances
     assert num_draws > _UNROLL_DRAWS
     draws = np.asarray(jax.random.randint(jax.random.key(7), (num_draws, 300), 0, 25), np.int32)
     positions, count = _first_appearances(jnp.asarray(draws), feed_length)
@@ -469,6 +472,6 @@ def test_race_nodes_reach_float32_accuracy_on_large_rankings(k, K, T):
     policy = feed.Policy(feed.all_items(k), feed.PlackettLuce(feed.from_table(s), T), K)
     survival_ = feed.view_probability(VIEW, K)
     nodes = feed.race_nodes(policy, np.arange(X))
-    got = feed.policies._race_block(policy, survival_, jnp.arange(X), nodes)
-    fine = feed.policies._race_block(policy, survival_, jnp.arange(X), 600)
+    got = _race_block(policy, survival_, jnp.arange(X), nodes)
+    fine = _race_block(policy, survival_, jnp.arange(X), 600)
     np.testing.assert_allclose(np.asarray(got), np.asarray(fine), rtol=3e-6)

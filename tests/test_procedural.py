@@ -87,7 +87,7 @@ def test_blocks_are_bit_identical_whatever_their_size_and_order(tiny):
     np.testing.assert_allclose(P.quality_pairs(pw, order[:7], np.arange(7, dtype=np.int32)),
                                np.asarray(P.quality(pw, order[:7]))[np.arange(7), np.arange(7)],
                                rtol=0, atol=1e-6)
-    np.testing.assert_allclose(feed.item_values(P.quality_fn(pw), jnp.asarray(order[:7]), items),
+    np.testing.assert_allclose(feed.item_values(feed.world_quality(pw), jnp.asarray(order[:7]), items),
                                P.quality(pw, order[:7]), rtol=0, atol=1e-6)
 
 
@@ -260,7 +260,7 @@ def test_score_function_feeds_simrec_metrics(tiny):
         assert np.isfinite(proc[name]).sum() > 40
 
 
-def test_quality_fn_drives_the_feed_like_the_materialised_table(tiny):
+def test_world_quality_drives_the_feed_like_the_materialised_table(tiny):
     pw, world = tiny
     table = np.asarray(W.quality(world, np.arange(60)))
     activity = np.full(60, 1 / 60, np.float32)
@@ -269,7 +269,7 @@ def test_quality_fn_drives_the_feed_like_the_materialised_table(tiny):
     logs = [feed.simulate(jax.random.key(2),
                           feed.Scenario(feed.Exponential(0.8), (quality,), activity, ("click",)),
                           policy, 2000)
-            for quality in (P.quality_fn(pw), feed.from_table(table))]
+            for quality in (feed.world_quality(pw), feed.from_table(table))]
     assert int(logs[0].rewards.sum()) > 100
     for a, b in zip(jax.tree.leaves(logs[0]), jax.tree.leaves(logs[1])):
         np.testing.assert_array_equal(a, b)

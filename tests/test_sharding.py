@@ -112,10 +112,10 @@ def test_words_by_index_are_random_words(shape):
     communication) gives JAX's `threefry_2x32` words bit for bit, odd sizes included."""
     from jax.extend.random import threefry_2x32
 
-    from simrec.feed import policies
+    from simrec.feed import sampling
     data = jax.random.key_data(jax.random.key(11))
     expected = threefry_2x32(data, jax.lax.iota(jnp.uint32, int(np.prod(shape)))).reshape(shape)
-    np.testing.assert_array_equal(policies._words_by_index(data, shape), expected)
+    np.testing.assert_array_equal(sampling._words_by_index(data, shape), expected)
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,28 @@ online ground truth (Jeunen, Potapov & Ustimenko, KDD'24 §3–4).
     logger = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(s0)), 0.1), K)
     log = feed.simulate(key, scenario, logger, 100_000)
     truth = feed.online_value(key, scenario, target)
+
+Modules: `views` (view models), `policies` (item functions, generators, rankers, policies),
+`sampling` (drawing rankings), `exposure` (exact, race and Monte Carlo exposures; the package name
+``feed.exposure`` is the function), `sessions` (Scenario, Log, simulate), `worlds` (a Scenario over
+a `simrec.world.World` or `simrec.procedural.ProceduralWorld`: `scenario_from_world`), `online`
+(online value, A/B tests), `position_bias` (the examination curve from clicks).
 """
 from simrec.feed.online import ABTest, OnlineValue, ab_test, online_value
-from simrec.feed.policies import (ContextTables, EpsilonGreedy, Exposure, FixedCandidates, ItemFn, PlackettLuce,
-                                  Policy, RandomSubset, Sort, TopK, all_items, context_tables, item_values, exposure,
-                                  exposure_of, from_table, is_deterministic, is_exact, num_items, race_nodes,
-                                  sample_candidates, sample_ranking, top_k_candidates)
+from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, ItemFn, PlackettLuce, Policy, RandomSubset, Sort,
+                                  TopK, all_items, from_table, is_deterministic, is_exact, item_values, num_items,
+                                  sample_candidates, top_k_candidates)
+from simrec.feed.sampling import ContextTables, context_tables, sample_ranking
+# the function `exposure` is bound after the submodule `simrec.feed.exposure` is imported, so
+# `simrec.feed.exposure` is the function (as it always was); the module is sys.modules' entry
+from simrec.feed.exposure import Exposure, exposure, exposure_of, race_nodes
 from simrec.feed.sessions import (Log, Scenario, concatenate, depth, logging_exposure_table, satiated_quality,
                                   session_chunks, simulate)
 from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve_view_model, harvesting_counts,
                                       harvesting_curve, randomisation_curve, randomised_top, regression_em)
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
                                depth_from_uniform, fit_view_model, position_model, sample_depth, view_probability)
+from simrec.feed.worlds import scenario_from_world, world_activity, world_quality
 
 __all__ = [
     "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
@@ -29,7 +39,7 @@ __all__ = [
     "is_deterministic", "race_nodes", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "ContextTables", "context_tables",
     "Scenario", "Log", "simulate", "logging_exposure_table", "session_chunks", "satiated_quality", "concatenate",
-    "depth",
+    "depth", "scenario_from_world", "world_quality", "world_activity",
     "OnlineValue", "ABTest", "online_value", "ab_test",
     "ClickLog", "CurveEstimate", "click_log", "randomised_top", "randomisation_curve", "regression_em",
     "harvesting_counts", "harvesting_curve", "curve_view_model",

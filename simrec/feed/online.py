@@ -32,8 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.feed.policies import (EpsilonGreedy, Policy, Sort, item_values, exact_exposure, exposure_sample,
-                                  is_deterministic, is_exact, monte_carlo, num_items, sample_ranking, subset_weights)
+from simrec.feed.exposure import exact_exposure, exposure_sample, monte_carlo, subset_weights
+from simrec.feed.policies import EpsilonGreedy, Policy, Sort, is_deterministic, is_exact, item_values, num_items
+from simrec.feed.sampling import sample_ranking
 from simrec.feed.sessions import Scenario, check_policy, num_contexts, satiated_quality, session_chunks
 from simrec.feed.views import Cascade, view_probability
 

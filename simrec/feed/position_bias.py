@@ -51,8 +51,9 @@ import optax
 import scipy.sparse
 
 from simrec import validate
-from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, Policy, Sort, context_tables, from_table,
-                                  is_deterministic, num_items, sample_ranking, table_contexts)
+from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, Policy, Sort, from_table, is_deterministic,
+                                  num_items, table_contexts)
+from simrec.feed.sampling import context_tables, sample_ranking
 from simrec.feed.views import Tabulated
 
 __all__ = ["ClickLog", "CurveEstimate", "click_log", "randomised_top", "randomisation_curve", "regression_em",

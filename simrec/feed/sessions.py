@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import sharding, validate
-from simrec.feed.policies import (ItemFn, Policy, check_contexts, context_tables, item_values, exposure, exposure_of,
-                                  Exposure, num_items,
-                                  lookup, random_words, sample_ranking, table_values, uniform_from_words)
+from simrec.feed.exposure import Exposure, exposure, exposure_of
+from simrec.feed.policies import ItemFn, Policy, check_contexts, item_values, lookup, num_items, table_values
+from simrec.feed.sampling import context_tables, random_words, sample_ranking, uniform_from_words
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
 __all__ = ["Scenario", "Log", "simulate", "logging_exposure_table", "satiated_quality", "concatenate", "depth",
