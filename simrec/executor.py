@@ -39,7 +39,7 @@ __all__ = ["ExecutorError", "ExecutorSpec", "parse_executor", "Local", "DaskExec
 EXECUTOR_FORMS = "local, dask, dask://HOST:PORT or tcp://HOST:PORT"
 INSTALL_HINT = "pip install 'simrec[cluster]'"
 #: XLA flags for worker processes: one intra-op thread each, so N workers on N cores do not run
-#: N x N compute threads (measured in README "Scaling out"); Dask's nanny already sets
+#: N x N compute threads (measured in docs/guide/scaling-out.md); Dask's nanny already sets
 #: OMP/MKL/OPENBLAS_NUM_THREADS=1 the same way
 WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 _ADDRESS = re.compile(r"^(dask|tcp|tls)://([A-Za-z0-9_.\-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")

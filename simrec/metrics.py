@@ -47,7 +47,7 @@ Why numpy and not XLA: on the CPU, XLA's sort and top-k are one to two orders of
 than numpy's vectorised sort, and comparison-count reductions run at several ns per comparison, so
 counting against a block's relevant scores (#relevant comparisons per item) loses to sorting.
 
-Low-rank scores (`Factors`: s_ui = <x_u, y_i> + b_i, e.g. an MF model's parameters) are the
+Low-rank scores (`Factors`: s_ui = ⟨x_u, y_i⟩ + b_i, e.g. an MF model's parameters) are the
 exception: there the score row of a relevant pair is cheap to recompute, so `evaluate` counts
 instead of sorting. One jitted pass computes each relevant pair's row, sets the user's excluded
 items to NaN and counts the items above and level with the pair's own score in that row: I
@@ -103,7 +103,7 @@ class _Counts:
 
 @dataclass(frozen=True)
 class Factors:
-    """Low-rank scores s_ui = <x_u, y_i> + b_i, ranked by `evaluate` without materialising U x I
+    """Low-rank scores s_ui = ⟨x_u, y_i⟩ + b_i, ranked by `evaluate` without materialising U x I
     (module docstring, last paragraph). user: f32[U, k] (x_u); item: f32[I, k] (y_i);
     item_bias: f32[I] (b_i). An MF model's parameters are one: ``Factors(p.user, p.item,
     p.item_bias)``."""

@@ -18,7 +18,7 @@ items costs only the blocks in flight. The popularity ranks are an exact permuta
 (a balanced Feistel network with cycle walking, Black & Rogaway, CT-RSA 2002, §3-4), so the
 multiset of item biases is exactly that of a materialised world; log(I!)/I is the mean of
 log r_i over the catalogue, the centring `make_world` computes with jnp.mean. The logit
-<x_u, y_i> is summed over the d dimensions in a fixed order, elementwise, so a block's values do
+⟨x_u, y_i⟩ is summed over the d dimensions in a fixed order, elementwise, so a block's values do
 not depend on the block's size, order or companions (bit-identical); the pair function of the
 feed, fused into the caller's jit, agrees with them to float32 rounding (a few ulp).
 
@@ -309,7 +309,7 @@ def _block_users(world: ProceduralWorld, users) -> jax.Array:
 
 
 def quality_logit(world: ProceduralWorld, users, items=None) -> jax.Array:
-    """logit q(u, i) = affinity_scale <x_u, y_i> + b_i + offset for a block of users and items.
+    """logit q(u, i) = affinity_scale ⟨x_u, y_i⟩ + b_i + offset for a block of users and items.
 
     users: i32[B]; items: i32[J] (default: the whole catalogue, J = I).  Returns f32[B, J];
     memory O(B J + (B + J) d).

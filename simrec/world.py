@@ -205,7 +205,7 @@ def quality(world: World, users) -> jax.Array:
 
 
 def quality_logit(world: World, users) -> jax.Array:
-    """logit q(u, i) = affinity_scale <x_u, y_i> + b_i + offset for a block of users, formula (1).
+    """logit q(u, i) = affinity_scale ⟨x_u, y_i⟩ + b_i + offset for a block of users, formula (1).
 
     users: i32[B].  Returns f32[B, I], finite even where q rounds to 1 in float32 (a score for
     oracle rankers without the sigmoid's saturation).

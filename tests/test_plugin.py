@@ -1,15 +1,15 @@
-"""The README's plugin example, run as another installed package would be: found through the
-``simrec.studies`` entry point and run by the ``simrec`` command."""
+"""The plugin example of docs/guide/writing-a-study.md, run as another installed package would be:
+found through the ``simrec.studies`` entry point and run by the ``simrec`` command."""
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "writing-a-study.md"
 
 
 def _example() -> tuple[str, str]:
-    block = README.read_text().split("<!-- plugin-example:start -->")[1].split("<!-- plugin-example:end -->")[0]
+    block = GUIDE.read_text().split("<!-- plugin-example:start -->")[1].split("<!-- plugin-example:end -->")[0]
     python = re.search(r"```python\n(.*?)```", block, re.S).group(1)
     toml = re.search(r"```toml\n(.*?)```", block, re.S).group(1)
     return python, toml

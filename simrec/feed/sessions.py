@@ -11,9 +11,9 @@ independently across signals and ranks. Only viewed items are logged.
 Scenario switches break the assumptions of KDD'24 on purpose:
 
 * a `Cascade` view model: a click on its stop signal ends the session with probability p (Asm. 2);
-* ``satiation`` β: the quality at rank i is q̃_s(i) = q_s(a_i) · prod_{j<i} (1 - β q_s(a_j)), so a
+* ``satiation`` β: the quality at rank i is ``q̃_s(i) = q_s(a_i) · prod_{j<i} (1 - β q_s(a_j))``, so a
   reward depends on the items above it (Asm. 3);
-* ``fatigue`` φ: q̃_s(x, a) = q_s(x, a) · (1 - φ)^{n(x, a)}, with n(x, a) the number of earlier
+* ``fatigue`` φ: ``q̃_s(x, a) = q_s(x, a) · (1 - φ)^{n(x, a)}``, with n(x, a) the number of earlier
   sessions of user x in which a was viewed, a state carried across sessions (Asm. 1). Sessions
   are then simulated in rounds of ``round_size``; the state is updated between rounds, so two
   sessions of one user within a round see the same state;
@@ -144,7 +144,7 @@ def concatenate(logs) -> Log:
 
 
 def satiated_quality(quality: jax.Array, satiation) -> jax.Array:
-    """q̃_s(i) = q_s(i) · prod_{j<i} (1 - β q_s(j)) along the last (rank) axis, in log space.
+    """``q̃_s(i) = q_s(i) · prod_{j<i} (1 - β q_s(j))`` along the last (rank) axis, in log space.
 
     quality: f32[..., K]. Returns f32[..., K]."""
     log_keep = jnp.log1p(-satiation * quality)                  # -inf where β q = 1

@@ -332,7 +332,7 @@ def _canonical(value) -> str:
 
 
 def spec_id(spec: Spec) -> str:
-    """Stable identifier of a spec's value: "<class>-<16 hex digits of SHA-256>" over its class and
+    """Stable identifier of a spec's value: ``"<class>-<16 hex digits of SHA-256>"`` over its class and
     field names and values (nested specs included). Equal specs get equal ids, in any process."""
     _check_spec(spec)
     digest = hashlib.sha256(_canonical(spec).encode()).hexdigest()[:16]

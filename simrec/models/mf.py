@@ -75,7 +75,7 @@ def pairwise_loss(params: MF, users: jax.Array, positives: jax.Array, negatives:
                   weights: jax.Array, active: jax.Array, l2: jax.Array) -> jax.Array:
     """Loss of one training step over a batch of (u, i⁺, n) triples.  Returns f32[].
 
-    L = Σ_b w_b [f(u_b, n_b) - f(u_b, i⁺_b) + 1]₊ + (λ/2) a_b (‖θ_{u_b}‖² + ‖θ_{i⁺_b}‖² + ‖θ_{n_b}‖²)
+        L = Σ_b w_b [f(u_b, n_b) - f(u_b, i⁺_b) + 1]₊ + (λ/2) a_b (‖θ_{u_b}‖² + ‖θ_{i⁺_b}‖² + ‖θ_{n_b}‖²)
 
     (Lim §4 and §6: one λ on the user and item vectors of the rows a step touches; the item bias is
     not regularised). users, positives, negatives: i32[B]; weights: f32[B] (treated as constants);
@@ -90,8 +90,8 @@ def pairwise_loss(params: MF, users: jax.Array, positives: jax.Array, negatives:
 def pair_rows_loss(user: jax.Array, positive: jax.Array, negative: jax.Array,
                    positive_bias: jax.Array, negative_bias: jax.Array, weights: jax.Array,
                    active: jax.Array, l2: jax.Array) -> jax.Array:
-    """`pairwise_loss` on the rows of the batch: user, positive, negative: f32[B, k] (θ_{u_b},
-    θ_{i⁺_b}, θ_{n_b}); positive_bias, negative_bias: f32[B]. Returns f32[]."""
+    """`pairwise_loss` on the rows of the batch: user, positive, negative: f32[B, k] (``θ_{u_b}``,
+    ``θ_{i⁺_b}``, ``θ_{n_b}``); positive_bias, negative_bias: f32[B]. Returns f32[]."""
     margin = jnp.sum(user * (negative - positive), axis=-1) + negative_bias - positive_bias + 1.0
     ranking = jax.lax.stop_gradient(weights) * jnp.maximum(margin, 0.0)
     norms = jnp.sum(user**2 + positive**2 + negative**2, axis=-1)
