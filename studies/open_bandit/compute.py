@@ -20,7 +20,8 @@ RANDOMISED, NAIVE_BTS = "randomised (random log)", "raw (BTS log, not randomised
 
 # ---- data -----------------------------------------------------------------------------------
 
-def _relative(config: OpenBanditConfig, policy: str, campaign: str) -> str:
+def log_path(config: OpenBanditConfig, policy: str, campaign: str) -> str:
+    """The log of `policy` in `campaign`, relative to the data folder ("" without a folder)."""
     return f"{config.folder}/{policy}/{campaign}/{campaign}.csv.gz" if config.folder else ""
 
 
@@ -31,7 +32,7 @@ def data_files(config: OpenBanditConfig) -> list[str]:
 
 
 def _present(config: OpenBanditConfig) -> bool:
-    return bool(config.folder) and all(data_file(_relative(config, p, c)) is not None
+    return bool(config.folder) and all(data_file(log_path(config, p, c)) is not None
                                        for c in config.campaigns for p in POLICIES)
 
 
@@ -41,7 +42,7 @@ def cells(config: OpenBanditConfig) -> list[dict]:
 
 def load(config: OpenBanditConfig, campaign: str) -> dict[str, tuple[dict, object]]:
     """{policy: (its bandit_feedback dictionary, its simrec Log)} of one campaign."""
-    path = data_file(_relative(config, "random", campaign))
+    path = data_file(log_path(config, "random", campaign))
     folder = path.parents[2]
     out = {}
     for policy in POLICIES:

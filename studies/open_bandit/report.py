@@ -9,7 +9,7 @@ import scipy.stats
 from simrec import data, reporting, stats
 from simrec.datafiles import skipped_note
 from simrec.runner import Report
-from simrec_studies.open_bandit.compute import ON_POLICY, OVERALL, POLICIES, _relative
+from simrec_studies.open_bandit.compute import ON_POLICY, OVERALL, POLICIES, log_path
 
 
 # ---- report ---------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def _figure(config: OpenBanditConfig, table: pd.DataFrame):
 def report(config: OpenBanditConfig, records: pd.DataFrame) -> Report:
     if records.empty:
         return Report(summary="No Open Bandit data, nothing computed.\n" + skipped_note(
-            _relative(config, "random", config.campaigns[0])))
+            log_path(config, "random", config.campaigns[0])))
     table = comparison(config, records)
     tables = {"table_estimates": table[table.position == OVERALL].drop(columns="position").reset_index(drop=True),
               "table_positions": table[table.position != OVERALL].assign(position=lambda t: t.position + 1)
