@@ -26,8 +26,7 @@ w = world.make_world(key, world.WorldConfig(n_users=500, n_items=200))
 users = np.arange(w.n_users)
 q = np.asarray(world.quality(w, users))
 view = feed.Exponential(0.8)
-# feed.scenario_from_world(w, ...) will build this Scenario from the world in one call
-scenario = feed.Scenario(view, (feed.from_table(q),), np.asarray(jax.nn.softmax(w.user_log_activity)), ("click",))
+scenario = feed.scenario_from_world(w, view)
 rng = np.random.default_rng(0)
 
 

@@ -19,8 +19,7 @@ w = world.make_world(key, world.WorldConfig(n_users=500, n_items=200))
 users = np.arange(w.n_users)
 q = np.asarray(world.quality(w, users))                          # true click probability q(u, i)
 view = feed.Exponential(0.8)                                     # P(user views rank i) = 0.8^(i-1)
-# feed.scenario_from_world(w, view) will build this Scenario from the world in one call
-scenario = feed.Scenario(view, (feed.from_table(q),), np.asarray(jax.nn.softmax(w.user_log_activity)), ("click",))
+scenario = feed.scenario_from_world(w, view)                     # contexts: the users; signal "click": q(u, i)
 noisy = q + np.random.default_rng(0).normal(0, 0.2, q.shape).astype(np.float32)
 catalogue = feed.all_items(w.n_items)                            # every item is a candidate
 policies = {"logger": feed.Policy(catalogue, feed.EpsilonGreedy(feed.Sort(feed.from_table(noisy)), 0.3), 10),

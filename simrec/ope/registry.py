@@ -254,8 +254,9 @@ def _ratio(c: Contribution) -> tuple[np.ndarray, np.ndarray]:
     a_bar, b_bar = c.numerator.mean(axis=-1), c.denominator.mean(axis=-1)
     if np.any(b_bar <= 0):
         raise ValueError("the denominator of a ratio estimator is zero: no logged positive label")
-    value = a_bar / b_bar
-    return c.scale * value, c.scale * (c.numerator - value[:, None] * c.denominator) / b_bar[:, None]
+    value = c.scale * a_bar / b_bar
+    ratio = value / c.scale
+    return value, c.scale * (c.numerator - ratio[:, None] * c.denominator) / b_bar[:, None]
 
 
 def _se(values: np.ndarray) -> np.ndarray:
