@@ -56,7 +56,7 @@ from simrec.models.training import train_epoch
 from simrec.world import PRESETS, make_world
 from simrec_studies._bench_args import (Parser, non_negative_float, non_negative_int, positive_float, positive_int,
                                         usage_errors)
-from simrec_studies.opt_adg import beyond_edge
+from simrec_studies.common.lim import beyond_edge
 
 EVAL = ("adg", "ndcg", "recall@10")
 _LIGHTFM_SCRIPT = """
@@ -190,14 +190,14 @@ def coordinate_search(value, rates, regularisers, edge_steps: int = 2
     """The search of every side: each learning rate at the middle regulariser, then every other
     regulariser at the best rate (the first among equals); after each stage, up to `edge_steps`
     steps past the edge of that stage's grid while the best value sits on it (the grid's own
-    ratio, as study opt_adg's `beyond_edge`). value(rate, regulariser) -> the validation ADG of
+    ratio, as `simrec_studies.common.lim.beyond_edge` steps). value(rate, regulariser) -> the validation ADG of
     that point. Returns [(rate, regulariser, value)] in search order."""
     searched = []
 
     def run(points):
         searched.extend((rate, reg, value(rate, reg)) for rate, reg in points)
 
-    def past_edge(axis: int):                        # `opt_adg.AXES` order: 0 = λ, 1 = rate
+    def past_edge(axis: int):                        # `lim.AXES` order: 0 = λ, 1 = rate
         for _ in range(edge_steps):
             rate, reg, _ = max(searched, key=lambda point: point[2])
             more = beyond_edge("mf_adg", [{"lr": r, "l2": g} for r, g, _ in searched],

@@ -83,7 +83,7 @@ import scipy.stats
 from simrec import data, metrics, missing, models, stats
 from simrec.runner import Report, Study, cell_key
 from simrec.datafiles import data_file, skipped_note
-from simrec_studies.protocols import exclude_unrated
+from simrec_studies.common.rated import exclude_unrated
 
 MODELS = ("popularity", "EASE", "iALS", "MF-ADG", "MF-RMSE", "AllRank")
 EXPLICIT = ("MF-RMSE", "AllRank")                 # trained on the ratings; the others on positives

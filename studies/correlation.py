@@ -51,24 +51,11 @@ import pandas as pd
 from simrec import feed, ope, stats
 from simrec.runner import ConfigError, Report, Study, cell_key
 from simrec_studies import scenarios as S
+from simrec_studies.common.table2 import ESTIMATORS, PAPER
 
 POLICIES = ("R0", "Rt")
 #: the rankers of R₀ (the logger, epsilon-greedy around it) and R_t (the deterministic target)
 RANKERS = {"R0": S.Trained("r0"), "Rt": S.Trained("rt")}
-#: estimator key -> label of the paper's Table 2 (rows of the output tables)
-ESTIMATORS = {
-    "dcg_log_c": "DCG (log, C)", "dcg_log_q": "DCG (log, Q̂)", "dcg_pbm_c": "DCG (pbm, C)",
-    "dcg_pbm_q": "DCG (pbm, Q̂)", "ndcg_zero": "nDCG (pbm, Q̂), iDCG=0 → 0",
-    "ndcg_skip": "nDCG (pbm, Q̂), iDCG=0 skipped", "pndcg": "pnDCG (pbm, Q̂)",
-}
-#: Jeunen et al. KDD'24 Table 2 (r), columns as in `_setting_label`; nDCG is the paper's (pbm, Q̂)
-PAPER = {
-    "dcg_log_c": (0.97, 0.86, 0.57, 0.05, 0.75, 0.28, 0.10, 0.55),
-    "dcg_log_q": (0.96, 0.86, 0.70, 0.17, 0.71, 0.25, 0.58, 0.88),
-    "dcg_pbm_c": (0.97, 0.87, 0.57, 0.05, 0.77, 0.38, 0.48, 0.70),
-    "dcg_pbm_q": (0.98, 0.91, 0.70, 0.17, 0.79, 0.49, 0.85, 0.88),
-    "ndcg_skip": (-0.91, -0.80, -0.80, -0.32, -0.42, -0.34, -0.93, -0.77),
-}
 #: sessions by their number of positive labels: bin label -> (low, high), inclusive
 POSITIVE_BINS = {"1": (1, 1), "2": (2, 2), "3-4": (3, 4), "5+": (5, 10**9)}
 ALPHA = 0.05

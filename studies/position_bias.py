@@ -22,7 +22,7 @@ the K ranks against it (ranks an estimator leaves unidentified are counted separ
 Downstream, each replication also logs `scenario.log_sessions` sessions of the scenarios'
 epsilon-greedy logger R₀, and every curve (projected onto a non-increasing table,
 `feed.curve_view_model`) is used as the `pbm` discount of DCG: the estimated improvement Δ of each
-target over R₀ (`sensitivity.offline_differences`: exposures of R₀ and R_t under the curve, clipping
+target over R₀ (`simrec_studies.common.differences.offline_differences`: exposures of R₀ and R_t under the curve, clipping
 m = 1 = labels C, m = ∞ = labels Q̂), against the exact online difference V(R_t) − V(R₀)
 (`feed.online_value`). References: the true curve and `fit_view_model` on that log's own views.
 Reported: bias and RMSE of Δ, TPR (improving targets whose `confidence` CI is above 0) and FPR
@@ -47,7 +47,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from simrec import feed, validate  # noqa: E402
 from simrec.runner import ConfigError, Report, Study, cell_key  # noqa: E402
-from simrec_studies import scenarios, sensitivity  # noqa: E402
+from simrec_studies import scenarios  # noqa: E402
+from simrec_studies.common.differences import offline_differences  # noqa: E402
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained  # noqa: E402
 
 ESTIMATORS = ("randomisation", "regression_em", "harvesting", "harvesting_ratio", "logged_views")
@@ -205,7 +206,7 @@ def _ope(root, config: PositionBiasConfig, platform, level: str, seed: int, view
         views = {**views, "ope_views": feed.fit_view_model(log.viewed)}
     rows = []
     for estimator, view in views.items():
-        out = sensitivity.offline_differences(log, logger, targets, view, config.m, confidence=config.confidence)
+        out = offline_differences(log, logger, targets, view, config.m, confidence=config.confidence)
         n = config.scenario.log_sessions if estimator in ("true", "ope_views") else sessions
         for signal in scenarios.SIGNALS:
             for name in targets:

@@ -91,6 +91,7 @@ from simrec import data, metrics, missing, models, stats, validate
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit, user_blocks
 from simrec.datafiles import data_file, skipped_note
+from simrec_studies.common.rated import exclude_unrated
 
 MODELS = ("MF-RMSE", "AllRank")
 EXPOSURE_CELL = "simulated, item exposure"
@@ -408,15 +409,6 @@ def _settings(config: ProtocolsConfig, ratings: Ratings) -> dict:
                                    ratings.train.astype(bool).toarray(),
                                    gain(ratings.stars.astype(np.float64)), everything)
     return out
-
-
-def exclude_unrated(test: sp.csr_matrix) -> np.ndarray:
-    """The exclusion of a protocol that ranks only each user's rated items (Steck's (b)): every
-    item without a rating in test (CSR [U, I]), bool[U, I]; a user without ratings keeps every
-    item (nothing of theirs is relevant, so their metrics are NaN and skipped, while excluding
-    every item would make the ranking undefined)."""
-    rated = test.astype(bool)
-    return ~rated.toarray() & (np.diff(rated.indptr) > 0)[:, None]
 
 
 def _protocol_metrics(config: ProtocolsConfig, model, protocol: str, setting) -> dict:

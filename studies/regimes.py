@@ -39,7 +39,7 @@ Plackett–Luce logger with its estimated exposures), and on the log:
 
 * R_t = Sort(rt) on G′ is estimated with DCG {log, pbm} x {C, Q̂} (`ope.dcg_sweep`, m = 1 and ∞) and
   nDCG (pbm, Q̂) with sessions without positive label skipped or counted as 0 (`ope.trajectory_ndcg`)
-  — the estimators of `simrec_studies.correlation` (Table 2, its `ESTIMATORS` labels);
+  — the estimators of study ``correlation`` (Table 2, the labels of `simrec_studies.common.table2.ESTIMATORS`);
 * every target of `improving` and `harmful` gets the per-trajectory difference
   Δ_τ(m) = DCG_τ(R_t; m) − DCG_τ(R₀; m) under the learnt pbm, its mean and standard error for the
   whole grid `m` (blocks of sessions, so 10^6 sessions a day fit in memory) — Fig. 1's statistic.
@@ -80,7 +80,7 @@ from simrec import feed, ope, stats, validate
 from simrec.runner import ConfigError, Report, Study, shared_key
 from simrec.world import WorldConfig
 from simrec_studies import scenarios as S
-from simrec_studies.correlation import ESTIMATORS
+from simrec_studies.common.table2 import ESTIMATORS
 
 LEVEL = "level1"                     # the scenario level whose settings (view, N, K) the study uses
 #: dial -> (the config field holding its grid values, its label in tables and figures)

@@ -15,8 +15,6 @@ included, resolved to the modules of ``simrec/`` and of ``studies/`` (installed 
     (module ``simrec_studies.NAME`` or package ``simrec_studies/NAME/``); it may import
     ``simrec.*``, ``simrec_studies.common[.*]``, ``simrec_studies.scenarios`` and its own package;
 (f) ``simrec`` never imports ``simrec_studies``.
-
-Rule (e) does not hold yet and is marked xfail(strict): remove the marker once it passes.
 """
 from __future__ import annotations
 
@@ -299,7 +297,6 @@ def test_d_benchmarks_do_not_import_the_cli(scanned):
     assert not bad, "benchmarks that import the CLI:\n" + "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="studies are being made independent")
 def test_e_no_study_imports_another_study(scanned):
     mods, found, _ = scanned
     owners = studies()

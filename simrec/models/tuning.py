@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import hashlib
 import pickle
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
@@ -136,22 +137,31 @@ def fit_address(key: jax.Array | None, spec: Spec, train, validation=None, pairs
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def fitted(key: jax.Array | None, spec: Spec, train, *, validation=None, pairs: int | None = None) -> Model:
-    """`simrec.models.fit`, read from or saved to the active `store` (module docstring)."""
+def fitted(key: jax.Array | None, spec: Spec, train, *, validation=None, pairs: int | None = None,
+           seconds: bool = False):
+    """`simrec.models.fit`, read from or saved to the active `store` (module docstring).
+
+    Returns the `Model`, or with ``seconds=True`` (model, the wall seconds its fit took): those
+    of the fit that made it, also when it is read from the store, so a study that reports fit
+    times reports the same ones whether it fitted or found the model.
+    """
     active = _store.get()
-    if active is None:
-        return fit(key, spec, train, validation=validation, pairs=pairs)
-    folder, write = active
-    path = folder / f"{type(spec).__name__}-{fit_address(key, spec, train, validation, pairs)}.pkl"
-    try:
-        model = pickle.loads(path.read_bytes())
-        if isinstance(model, Model) and spec_id(model.spec) == spec_id(spec):
-            return model
-    except Exception:                      # noqa: BLE001 - absent or unreadable: fit it again
-        pass
-    model = fit(key, spec, train, validation=validation, pairs=pairs)
-    if write:
+    path = None
+    if active is not None:
+        folder, write = active
+        path = folder / f"{type(spec).__name__}-{fit_address(key, spec, train, validation, pairs)}.pkl"
+        try:
+            entry = pickle.loads(path.read_bytes())
+            if (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Model)
+                    and spec_id(entry[0].spec) == spec_id(spec)):
+                return entry if seconds else entry[0]
+        except Exception:                      # noqa: BLE001 - absent or unreadable: fit it again
+            pass
+    start = time.perf_counter()
+    model = jax.block_until_ready(fit(key, spec, train, validation=validation, pairs=pairs))
+    entry = (model, time.perf_counter() - start)
+    if path is not None and write:
         from simrec.output import atomic_write_bytes
         with contextlib.suppress(OSError):
-            atomic_write_bytes(path, pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL))
-    return model
+            atomic_write_bytes(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+    return entry if seconds else model

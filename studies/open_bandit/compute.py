@@ -4,6 +4,7 @@ The package docstring says what each estimate is."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -11,6 +12,9 @@ import numpy as np
 from simrec import data, obp, ope
 from simrec.datafiles import data_file
 from simrec.runner import cell_key
+
+if TYPE_CHECKING:
+    from simrec_studies.open_bandit import OpenBanditConfig
 
 POLICIES = ("random", "bts")
 OVERALL = -1                                   # `position` of an estimate over all positions

@@ -2,6 +2,8 @@
 the data, the figure and the prose."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 import scipy.stats
@@ -10,6 +12,9 @@ from simrec import data, reporting, stats
 from simrec.datafiles import skipped_note
 from simrec.runner import Report
 from simrec_studies.open_bandit.compute import ON_POLICY, OVERALL, POLICIES, log_path
+
+if TYPE_CHECKING:
+    from simrec_studies.open_bandit import OpenBanditConfig
 
 
 # ---- report ---------------------------------------------------------------------------------

@@ -62,6 +62,11 @@ def test_the_store_shares_fits_by_content(tmp_path, monkeypatch):
         assert len(calls) == 1
         np.testing.assert_array_equal(np.asarray(first.params.user), np.asarray(again.params.user))
         assert again.curve == first.curve
+        # the seconds of the fit that made the model, also when it is read from the store
+        (model, seconds), (_, seconds_again) = (models.fitted(key, spec, train, validation=valid, seconds=True)
+                                                for _ in range(2))
+        assert len(calls) == 1 and seconds > 0 and seconds_again == seconds
+        assert isinstance(model, models.Model)
         models.fitted(jax.random.key(2), spec, train, validation=valid)                     # another key
         changed = train.copy()
         changed.data[0] += 1.0

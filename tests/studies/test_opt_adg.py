@@ -2,6 +2,7 @@
 selection by validation ADG, the paired-test marking, the model specs, and byte-identical reruns
 from the cell cache."""
 import dataclasses
+import importlib
 import inspect
 import math
 from pathlib import Path
@@ -14,6 +15,9 @@ import scipy.sparse as sp
 
 from simrec import models, runner
 from simrec_studies import opt_adg
+from simrec_studies.common import lim, lim_report
+
+opt_adg_report = importlib.import_module("simrec_studies.opt_adg.report")
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +35,12 @@ def _records(out) -> pd.DataFrame:
 
 def test_smoke_tables_have_one_row_per_dataset_and_metric(smoke_run):
     config, out, first = smoke_run
-    assert first.cells_computed == first.cells_total == len(opt_adg.cells(config))
+    assert first.cells_computed == first.cells_total == len(lim.cells(config))
     main = pd.read_csv(out / "table_main.csv")
-    assert list(main.metric) == [opt_adg.LABELS[m] for m in opt_adg.METRICS]
+    assert list(main.metric) == [lim_report.LABELS[m] for m in lim.METRICS]
     assert set(config.methods) <= set(main.columns)
     long = pd.read_csv(out / "table_long.csv")
-    assert len(long) == len(config.methods) * len(opt_adg.METRICS)
+    assert len(long) == len(config.methods) * len(lim.METRICS)
     assert long["mean"].between(0, 1).all() and (long.se >= 0).all()
     assert (long.folds == config.data.n_folds).all()
     for name in ("table_main.md", "table_main.tex", "fig_metrics.png", "manifest.json", "records.csv",
@@ -44,26 +48,26 @@ def test_smoke_tables_have_one_row_per_dataset_and_metric(smoke_run):
         assert (out / name).exists(), name
     selected = pd.read_csv(out / "table_selected.csv", keep_default_na=False)
     assert {"at grid edge", "not searched", "epochs", "budget", "net_hit"} <= set(selected.columns)
-    assert len(selected) == len(opt_adg.cells(config)) * config.data.n_folds
-    lim = pd.read_csv(out / "table_lim.csv")
-    assert len(lim) == len(opt_adg.METRICS)
-    assert set(lim["MF-ADG vs MF-AUC"]) <= {"better", "worse", "n.s."}
+    assert len(selected) == len(lim.cells(config)) * config.data.n_folds
+    beside_lim = pd.read_csv(out / "table_lim.csv")
+    assert len(beside_lim) == len(lim.METRICS)
+    assert set(beside_lim["MF-ADG vs MF-AUC"]) <= {"better", "worse", "n.s."}
     convergence = pd.read_csv(out / "table_convergence.csv")
     assert set(convergence.method) == {"mf_auc", "mf_adg"}
 
 
 def _replayed_search(method, training, value):
-    """The settings the search visits, in order (`opt_adg.compute`'s procedure: `grid`, then
+    """The settings the search visits, in order (`lim.compute`'s procedure: `grid`, then
     `refine`, each followed by up to `edge_steps` `beyond_edge` steps), given value[(l2, lr, rank,
     weight)] -> validation ADG."""
     key = lambda s: (s["l2"], s["lr"], s["rank"], s["weight"])
     searched = []
     best = lambda: max(searched, key=lambda s: value[key(s)])   # max keeps the first of equals
     for axis in (0, 1):
-        searched += opt_adg.grid(method, training) if axis == 0 else \
-            opt_adg.refine(method, training, best())
+        searched += lim.grid(method, training) if axis == 0 else \
+            lim.refine(method, training, best())
         for _ in range(training.edge_steps):
-            more = opt_adg.beyond_edge(method, searched, best(), axis)
+            more = lim.beyond_edge(method, searched, best(), axis)
             if not more:
                 break
             searched += more
@@ -77,18 +81,18 @@ def test_a_cell_records_its_search_the_selected_models_and_their_curves(smoke_ru
     the trained methods, as declared columns."""
     config, out, _ = smoke_run
     records = _records(out)
-    assert list(records.columns) == list(opt_adg.COLUMNS)
-    n_metrics = len(opt_adg.METRICS)
-    full = len(opt_adg.PROTOCOLS) * len(opt_adg.SETS) * n_metrics
-    for cell in opt_adg.cells(config):
+    assert list(records.columns) == list(lim.COLUMNS)
+    n_metrics = len(lim.METRICS)
+    full = len(lim.PROTOCOLS) * len(lim.SETS) * n_metrics
+    for cell in lim.cells(config):
         part = records[(records.dataset == cell["dataset"]) & (records.method == cell["method"])]
         assert set(part.fold) == set(range(config.data.n_folds))
-        evaluated = part[part.protocol != opt_adg.CURVE]
+        evaluated = part[part.protocol != lim.CURVE]
         search = evaluated[evaluated.fold == 0]
-        first = opt_adg.grid(cell["method"], config.training)
+        first = lim.grid(cell["method"], config.training)
         points = list(dict.fromkeys(zip(search.l2, search.lr, search["rank"], search.weight)))
         assert points[:len(first)] == [(s["l2"], s["lr"], s["rank"], s["weight"]) for s in first]
-        valid = search[(search.set == "valid") & (search.protocol == opt_adg.HELD_OUT)
+        valid = search[(search.set == "valid") & (search.protocol == lim.HELD_OUT)
                        & (search.metric == "adg")]
         assert points == _replayed_search(cell["method"], config.training, dict(zip(
             zip(valid.l2, valid.lr, valid["rank"], valid.weight), valid.value)))
@@ -98,11 +102,11 @@ def test_a_cell_records_its_search_the_selected_models_and_their_curves(smoke_ru
             mine = evaluated[evaluated.fold == fold]
             tested = mine[mine.set == "test"]
             assert set(zip(tested.l2, tested.lr, tested["rank"])) == {(best.l2, best.lr, best["rank"])}
-            assert set(mine.protocol) == set(opt_adg.PROTOCOLS) and set(mine.set) == set(opt_adg.SETS)
+            assert set(mine.protocol) == set(lim.PROTOCOLS) and set(mine.set) == set(lim.SETS)
             if fold:
                 assert len(mine) == full
-        curve = part[part.protocol == opt_adg.CURVE]
-        if cell["method"] in opt_adg.MF_METHODS:
+        curve = part[part.protocol == lim.CURVE]
+        if cell["method"] in lim.MF_METHODS:
             for fold, point in [(0, p) for p in points] + [(f, tuple(best[["l2", "lr", "rank", "weight"]]))
                                                           for f in range(1, config.data.n_folds)]:
                 mine = curve[(curve.fold == fold) & (curve.l2 == point[0]) & (curve.lr == point[1])]
@@ -115,46 +119,46 @@ def test_a_cell_records_its_search_the_selected_models_and_their_curves(smoke_ru
 def test_search_steps_past_the_edge_its_best_value_sits_on():
     settings = [{"l2": l2, "lr": 0.1, "rank": 0, "weight": 0.0} for l2 in (0.001, 0.01, 0.1)]
     low, inside, high = settings
-    assert opt_adg.beyond_edge("mf_adg", settings, inside, 0) == []
-    assert opt_adg.beyond_edge("mf_adg", settings, high, 0) == [{**high, "l2": pytest.approx(1.0)}]
-    assert opt_adg.beyond_edge("mf_auc", settings, low, 0) == [{**low, "l2": pytest.approx(1e-4)}]
+    assert lim.beyond_edge("mf_adg", settings, inside, 0) == []
+    assert lim.beyond_edge("mf_adg", settings, high, 0) == [{**high, "l2": pytest.approx(1.0)}]
+    assert lim.beyond_edge("mf_auc", settings, low, 0) == [{**low, "l2": pytest.approx(1e-4)}]
     # the learning-rate axis: the ratio of the two values nearest the edge (0.1 / 0.03), at the best λ
     rates = [{**inside, "lr": lr} for lr in (0.03, 0.1, 0.3)]
-    assert opt_adg.beyond_edge("mf_adg", rates, rates[0], 1) == [{**inside, "lr": pytest.approx(0.009)}]
-    assert opt_adg.beyond_edge("mf_adg", rates[:1], rates[0], 1) == []        # one value: no ratio
-    assert opt_adg.beyond_edge("svd", [{"rank": 5}, {"rank": 10}], {"rank": 10}, 0) == []
+    assert lim.beyond_edge("mf_adg", rates, rates[0], 1) == [{**inside, "lr": pytest.approx(0.009)}]
+    assert lim.beyond_edge("mf_adg", rates[:1], rates[0], 1) == []        # one value: no ratio
+    assert lim.beyond_edge("svd", [{"rank": 5}, {"rank": 10}], {"rank": 10}, 0) == []
     with pytest.raises(ValueError, match="edge_steps"):
-        opt_adg.TrainConfig(edge_steps=-1)
+        lim.TrainConfig(edge_steps=-1)
 
 
 def test_convergence_is_read_off_the_curve():
     """Epochs and budget of the returned checkpoint (`simrec.models.best_checkpoint`); the net
     ended training when fewer than `patience` evaluations follow it."""
-    training = opt_adg.TrainConfig(patience=2)
+    training = lim.TrainConfig(patience=2)
     train = sp.csr_matrix(np.eye(10, 40, dtype=bool))             # nnz 10
-    fitted = opt_adg.Fitted({}, None, 0.0, ((20, 0.1), (40, 0.3), (60, 0.3), (80, 0.2)), (40, 0.3))
-    assert opt_adg.convergence("mf_adg", fitted, train, training) == \
+    fitted = lim.Fitted({}, None, 0.0, ((20, 0.1), (40, 0.3), (60, 0.3), (80, 0.2)), (40, 0.3))
+    assert lim.convergence("mf_adg", fitted, train, training) == \
         {"epochs": 4, "budget": 40, "net_hit": False}
-    rising = opt_adg.Fitted({}, None, 0.0, ((20, 0.1), (40, 0.2), (60, 0.25), (80, 0.3)), (80, 0.3))
-    assert opt_adg.convergence("mf_auc", rising, train, training)["net_hit"]
-    assert opt_adg.convergence("ials", rising, train, training) == \
+    rising = lim.Fitted({}, None, 0.0, ((20, 0.1), (40, 0.2), (60, 0.25), (80, 0.3)), (80, 0.3))
+    assert lim.convergence("mf_auc", rising, train, training)["net_hit"]
+    assert lim.convergence("ials", rising, train, training) == \
         {"epochs": 80, "budget": 80, "net_hit": True}
-    assert opt_adg.convergence("svd", opt_adg.Fitted({}, None, 0.0), train, training) == \
+    assert lim.convergence("svd", lim.Fitted({}, None, 0.0), train, training) == \
         {"epochs": 0, "budget": 0, "net_hit": False}
 
 
 def test_grid_is_searched_primary_axis_first_then_secondary():
-    training = opt_adg.TrainConfig(l2s=(0.001, 0.01, 0.1, 1.0), learning_rates=(0.03, 0.1, 0.3),
+    training = lim.TrainConfig(l2s=(0.001, 0.01, 0.1, 1.0), learning_rates=(0.03, 0.1, 0.3),
                                    ials_l2s=(1.0, 10.0, 100.0), ials_weights=(0.01, 0.1, 1.0))
-    first = opt_adg.grid("mf_adg", training)
+    first = lim.grid("mf_adg", training)
     assert [(s["l2"], s["lr"]) for s in first] == [(0.001, 0.1), (0.01, 0.1), (0.1, 0.1), (1.0, 0.1)]
-    second = opt_adg.refine("mf_adg", training, first[2])
+    second = lim.refine("mf_adg", training, first[2])
     assert [(s["l2"], s["lr"]) for s in second] == [(0.1, 0.03), (0.1, 0.3)]
-    assert [(s["l2"], s["weight"]) for s in opt_adg.grid("ials", training)] == \
+    assert [(s["l2"], s["weight"]) for s in lim.grid("ials", training)] == \
         [(1.0, 0.1), (10.0, 0.1), (100.0, 0.1)]
-    assert [s["rank"] for s in opt_adg.grid("svd", training)] == list(training.svd_ranks)
-    assert opt_adg.refine("svd", training, opt_adg.grid("svd", training)[0]) == []
-    assert opt_adg.grid("popularity", training) == [{"l2": 0.0, "lr": 0.0, "rank": 0, "weight": 0.0}]
+    assert [s["rank"] for s in lim.grid("svd", training)] == list(training.svd_ranks)
+    assert lim.refine("svd", training, lim.grid("svd", training)[0]) == []
+    assert lim.grid("popularity", training) == [{"l2": 0.0, "lr": 0.0, "rank": 0, "weight": 0.0}]
 
 
 def test_default_grids_are_wide_and_log_spaced():
@@ -174,7 +178,7 @@ def test_grid_edges_flag_a_selection_at_the_end_of_an_axis():
         rows += _fake("mf_adg", 0, l2, value, [0.0] * 5)
     for lr, value in ((0.03, 0.25), (0.3, 0.2)):
         rows += _fake("mf_adg", 0, 1.0, value, [0.0] * 5, lr=lr)
-    edges = opt_adg.grid_edges(_frame(rows))
+    edges = opt_adg_report.grid_edges(_frame(rows))
     assert edges.loc[0, "at grid edge"] == "l2" and edges.loc[0, "not searched"] == ""
 
 
@@ -187,32 +191,32 @@ def test_hetrec_loads_every_listened_artist_as_a_positive(tmp_path, monkeypatch)
                                             for u in range(2, 22) for a in range(50, 80) if (u + a) % 3]
     (folder / "user_artists.dat").write_text("\n".join(lines) + "\n")
     monkeypatch.setenv("SIMREC_DATA", str(tmp_path))
-    data = opt_adg.DataConfig(n_folds=2, ratings_file="")
-    observed = opt_adg.listened(folder / "user_artists.dat")
+    data = lim.DataConfig(n_folds=2, ratings_file="")
+    observed = lim.listened(folder / "user_artists.dat")
     assert observed.dtype == bool and observed.shape == (20, 30) and observed.nnz == len(lines) - 1
     listeners = np.asarray(observed.sum(axis=0)).ravel()             # 13 or 14 per artist
-    popular = opt_adg.listened(folder / "user_artists.dat", min_listeners=14)
+    popular = lim.listened(folder / "user_artists.dat", min_listeners=14)
     assert popular.shape[1] == int((listeners >= 14).sum()) < observed.shape[1]   # users left
     assert np.diff(popular.indptr).min() >= 1                          # without artists go too
     assert popular.nnz == int(listeners[listeners >= 14].sum())
-    assert opt_adg.datasets((), True, data) == [opt_adg.HETREC]
-    ds = opt_adg.make_dataset(jax.random.key(0), data, opt_adg.HETREC)
+    assert lim.datasets((), True, data) == [lim.HETREC]
+    ds = lim.make_dataset(jax.random.key(0), data, lim.HETREC)
     assert ds.world is None and ds.unobserved is None and len(ds.splits) == 2
     assert (ds.observed != observed).nnz == 0
     config = opt_adg.OptADGConfig(worlds=(), methods=("oracle", "popularity"), data=data)
-    assert opt_adg.cells(config) == [{"dataset": opt_adg.HETREC, "method": "popularity"}]
+    assert lim.cells(config) == [{"dataset": lim.HETREC, "method": "popularity"}]
     monkeypatch.setenv("SIMREC_DATA", str(tmp_path / "nowhere"))
     with pytest.warns(UserWarning, match="hetrec-lastfm-2k"):
-        assert opt_adg.datasets((), True, data) == []
+        assert lim.datasets((), True, data) == []
 
 
 @pytest.mark.skipif(not (Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat").is_file(),
                     reason="HetRec last.fm data not present")
 def test_hetrec_shipped_file_has_the_documented_size():
-    observed = opt_adg.listened(Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat")
+    observed = lim.listened(Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat")
     assert observed.shape == (1892, 17632) and observed.nnz == 92834
-    kept = opt_adg.listened(Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat",
-                            opt_adg.DataConfig().hetrec_min_listeners)
+    kept = lim.listened(Path(__file__).resolve().parents[3] / "shared/data/hetrec-lastfm-2k/user_artists.dat",
+                            lim.DataConfig().hetrec_min_listeners)
     listeners = np.asarray(observed.sum(axis=0)).ravel()
     assert kept.shape[1] == int((listeners >= 10).sum()) and kept.nnz == int(listeners[listeners >= 10].sum())
 
@@ -241,31 +245,32 @@ def test_compute_matches_the_cached_records_and_the_declared_columns(smoke_run):
     root = jax.random.key(0)
     shared = opt_adg.STUDY.setup(root, config)
     cell = {"dataset": "tiny", "method": "mf_auc"}
-    rows = opt_adg.compute(root, config, cell, shared)
+    rows = lim.compute(root, config, cell, shared)
     fresh = runner.records_frame(opt_adg.STUDY, runner.check_records(opt_adg.STUDY, cell, rows))
     stored = _records(out)
     stored = stored[stored.method == "mf_auc"].reset_index(drop=True)
-    columns = [c for c in opt_adg.COLUMNS if c != "train_seconds"]
+    columns = [c for c in lim.COLUMNS if c != "train_seconds"]
     pd.testing.assert_frame_equal(fresh[columns], stored[columns], check_exact=True)
 
 
 def test_the_module_keeps_no_state():
     """No memo of shared state and no key round trips: state comes from setup, keys from the runner."""
-    assert not [name for name, value in vars(opt_adg).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(opt_adg)
-    for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
-        assert banned not in source, banned
+    for module in (opt_adg, lim, opt_adg_report):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
+        source = inspect.getsource(module)
+        for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
+            assert banned not in source, (module.__name__, banned)
 
 
-def _fake(method, fold, l2, valid_adg, test_values, protocol=opt_adg.HELD_OUT, lr=0.1):
+def _fake(method, fold, l2, valid_adg, test_values, protocol=lim.HELD_OUT, lr=0.1):
     """Records of one fake model: validation ADG and test values per metric."""
     base = {"dataset": "d", "fold": fold, "method": method, "l2": l2, "lr": lr, "rank": 0,
             "weight": 0.0, "epochs": 1, "budget": 10, "net_hit": False, "train_seconds": 0.0,
             "protocol": protocol}
     return ([{**base, "set": "valid", "metric": m, "value": valid_adg, "size": 1.0}
-             for m in opt_adg.METRICS]
+             for m in lim.METRICS]
             + [{**base, "set": "test", "metric": m, "value": v, "size": 2.0}
-               for m, v in zip(opt_adg.METRICS, test_values)])
+               for m, v in zip(lim.METRICS, test_values)])
 
 
 def _frame(rows) -> pd.DataFrame:
@@ -282,13 +287,13 @@ def test_selection_takes_the_best_validation_adg_and_marks_significant_wins():
                  + _fake("mf_auc", fold, 0.01, 0.25, [0.5 + noise, 0.1, 0.2 - noise, 0.1, 0.1 + noise])
                  + _fake("mf_auc", fold, 0.1, 0.1, [0.9] * 5)
                  # the other protocol never decides the selection
-                 + _fake("mf_auc", fold, 0.1, 0.9, [0.9] * 5, protocol=opt_adg.COMMON))
-    chosen = opt_adg.selected(_frame(rows))
+                 + _fake("mf_auc", fold, 0.1, 0.9, [0.9] * 5, protocol=lim.COMMON))
+    chosen = lim_report.selected(_frame(rows))
     test = chosen[chosen.set == "test"]
     assert set(test[test.method == "mf_adg"].l2) == {0.1}
     assert set(test[test.method == "mf_auc"].l2) == {0.01}
     config = opt_adg.OptADGConfig(worlds=(), methods=("mf_auc", "mf_adg"), real=False)
-    wide, long, settings = opt_adg._tables(config, _frame(rows))
+    wide, long, settings = opt_adg_report._tables(config, _frame(rows))
     wide = wide.set_index("metric")
     assert wide.loc["ATOP", "better"] == "–"            # identical values: p = 1
     assert wide.loc["ATOP", "p (ADG vs AUC)"] == 1.0
@@ -305,7 +310,7 @@ def test_selection_takes_the_best_validation_adg_and_marks_significant_wins():
 
 def test_selection_ties_go_to_the_first_setting_of_the_grid():
     rows = _fake("svd", 0, 0.0, 0.3, [0.1] * 5) + _fake("svd", 0, 0.5, 0.3, [0.2] * 5)
-    chosen = opt_adg.selected(_frame(rows))
+    chosen = lim_report.selected(_frame(rows))
     assert set(chosen.l2) == {0.0}
 
 
@@ -314,33 +319,33 @@ def test_paired_p_value_matches_the_t_formula():
     d = a - b
     t = d.mean() / (d.std(ddof=1) / math.sqrt(len(d)))
     from scipy.stats import t as student
-    assert opt_adg._paired(a, b) == pytest.approx(2 * student.sf(abs(t), len(d) - 1))
+    assert opt_adg_report._paired(a, b) == pytest.approx(2 * student.sf(abs(t), len(d) - 1))
 
 
 def test_relative_complement_is_set_difference():
     whole = sp.csr_matrix(np.array([[1, 1, 0, 1], [0, 1, 1, 0]], bool))
     part = sp.csr_matrix(np.array([[1, 0, 0, 1], [0, 0, 1, 0]], bool))
-    np.testing.assert_array_equal(opt_adg._relative_complement(whole, part).toarray(),
+    np.testing.assert_array_equal(lim._relative_complement(whole, part).toarray(),
                                   [[False, True, False, False], [False, True, False, False]])
 
 
 def test_model_specs_carry_the_grid_point_and_the_training_config():
-    training = opt_adg.TrainConfig(dim=8, gamma=20.0, batch_size=64, optimizer="sgd", ials_sweeps=3,
+    training = lim.TrainConfig(dim=8, gamma=20.0, batch_size=64, optimizer="sgd", ials_sweeps=3,
                                    eval_epochs=3, patience=4)
     train = sp.csr_matrix(np.eye(6, 40, dtype=bool))               # nnz 6
     setting = {"l2": 0.05, "lr": 0.2, "rank": 50, "weight": 0.3}
     stopping = models.EarlyStopping(every=18, metric="adg", patience=4)   # 3 epochs of pairs
-    adg = opt_adg.model_spec("mf_adg", setting, training, train)
+    adg = lim.model_spec("mf_adg", setting, training, train)
     assert adg == models.MFSpec(models.OptADG(dim=8, gamma=20.0), l2=0.05, learning_rate=0.2,
                                 optimizer="sgd", batch_size=64, early_stopping=stopping)
-    auc = opt_adg.model_spec("mf_auc", setting, training, train)
+    auc = lim.model_spec("mf_auc", setting, training, train)
     assert auc.objective == models.MFAUC(dim=8) and auc.l2 == 0.05 and auc.early_stopping == stopping
-    assert opt_adg.model_spec("ials", setting, training, train) == models.IALSSpec(
+    assert lim.model_spec("ials", setting, training, train) == models.IALSSpec(
         dim=8, l2=0.05, unobserved_weight=0.3, sweeps=3,
         early_stopping=models.EarlyStopping(every=1, metric="adg", patience=4))
     # the SVD rank is clipped below min(U, I)
-    assert opt_adg.model_spec("svd", setting, training, train) == models.SVDSpec(dim=5)
-    assert opt_adg.model_spec("popularity", setting, training, train) == models.PopularitySpec()
+    assert lim.model_spec("svd", setting, training, train) == models.SVDSpec(dim=5)
+    assert lim.model_spec("popularity", setting, training, train) == models.PopularitySpec()
 
 
 @pytest.mark.parametrize("kwargs, word", [(dict(worlds=("nowhere",)), "worlds"),
@@ -352,23 +357,23 @@ def test_config_rejects_unknown_names(kwargs, word):
 
 def test_data_and_training_configs_validate():
     with pytest.raises(ValueError, match="n_folds"):
-        opt_adg.DataConfig(n_folds=1)
+        lim.DataConfig(n_folds=1)
     with pytest.raises(ValueError, match="fractions"):
-        opt_adg.DataConfig(fractions=(0.5, 0.5, 0.5))
+        lim.DataConfig(fractions=(0.5, 0.5, 0.5))
     with pytest.raises(ValueError, match="optimizer"):
-        opt_adg.TrainConfig(optimizer="rmsprop")
+        lim.TrainConfig(optimizer="rmsprop")
     with pytest.raises(ValueError, match="l2s"):
-        opt_adg.TrainConfig(l2s=())
+        lim.TrainConfig(l2s=())
     with pytest.raises(ValueError, match="pairs"):
-        opt_adg.TrainConfig(pairs=0)
+        lim.TrainConfig(pairs=0)
     with pytest.raises(ValueError, match="ials_sweeps"):
-        opt_adg.TrainConfig(ials_sweeps=0)
+        lim.TrainConfig(ials_sweeps=0)
     with pytest.raises(ValueError, match="patience"):
-        opt_adg.TrainConfig(patience=0)
+        lim.TrainConfig(patience=0)
     with pytest.raises(ValueError, match="learning_rates"):
-        opt_adg.TrainConfig(learning_rates=(0.1, 0.1))
+        lim.TrainConfig(learning_rates=(0.1, 0.1))
     with pytest.raises(ValueError, match="ials_weights"):
-        opt_adg.TrainConfig(ials_weights=(0.0,))
+        lim.TrainConfig(ials_weights=(0.0,))
 
 
 def test_every_config_field_is_documented():
@@ -383,13 +388,13 @@ def test_ials_cell_searches_lambda_then_weight_with_early_stopping():
                                    ials_weights=(0.01, 0.1, 1.0), ials_sweeps=6)
     config = dataclasses.replace(smoke, methods=("ials",), training=training)
     root = jax.random.key(0)
-    rows = pd.DataFrame(opt_adg.compute(root, config, {"dataset": "tiny", "method": "ials"},
+    rows = pd.DataFrame(lim.compute(root, config, {"dataset": "tiny", "method": "ials"},
                                         opt_adg.STUDY.setup(root, config)))
-    search = rows[(rows.fold == 0) & (rows.protocol == opt_adg.HELD_OUT) & (rows.set == "valid")
+    search = rows[(rows.fold == 0) & (rows.protocol == lim.HELD_OUT) & (rows.set == "valid")
                   & (rows.metric == "adg")]
     assert list(zip(search.l2, search.weight))[:3] == [(0.1, 0.1), (1.0, 0.1), (10.0, 0.1)]
     best_l2 = search.l2.iloc[int(np.argmax(search.value.to_numpy()[:3]))]
     assert list(zip(search.l2, search.weight))[3:] == [(best_l2, 0.01), (best_l2, 1.0)]
-    curve = rows[rows.protocol == opt_adg.CURVE]
+    curve = rows[rows.protocol == lim.CURVE]
     assert not curve.empty and curve.budget.between(1, 6).all()
     assert (curve.epochs == curve.budget).all()           # iALS budget: sweeps

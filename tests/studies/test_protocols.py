@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from simrec import metrics, runner, stats
 from simrec_studies import protocols
+from simrec_studies.common import rated
 
 
 TINY = protocols.ProtocolsConfig(ratings_file="", world=protocols.WorldConfig(n_users=60, n_items=30, dim=2),
@@ -218,7 +219,7 @@ def test_protocol_b_leaves_users_without_test_ratings_out():
     """(b) ranks only a user's rated test items; a user without any has nothing to rank, so
     nothing of theirs is excluded and their metrics are NaN (skipped by the user means)."""
     test = sp.csr_matrix(np.array([[0, 4, 0, 5], [0, 0, 0, 0]], np.float64))
-    exclude = protocols.exclude_unrated(test)
+    exclude = rated.exclude_unrated(test)
     np.testing.assert_array_equal(exclude, [[True, False, True, False], [False] * 4])
     scores = np.array([[0.9, 0.1, 0.8, 0.5], [0.3, 0.2, 0.1, 0.0]], np.float32)
     ap = metrics.evaluate(scores, test.astype(bool), exclude=exclude, metrics=("ap",))["ap"]

@@ -16,6 +16,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from simrec import cli, feed, runner
 from simrec_studies import sensitivity
+from simrec_studies.common import differences
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 from tests.studies.hand_feed import A, K, X, hand_feed
 
@@ -30,7 +31,7 @@ M = np.array([1.0, 2.0, 8.0, math.inf])
 def scored():
     log = feed.simulate(jax.random.key(1), SCENARIO, LOGGER, N)
     targets = {"aa": LOGGER, "better": BETTER, "worse": WORSE}
-    return log, sensitivity.offline_differences(log, LOGGER, targets, SCENARIO.view, M)
+    return log, differences.offline_differences(log, LOGGER, targets, SCENARIO.view, M)
 
 
 def _sort_exposure(scores):
@@ -92,8 +93,8 @@ def test_independent_a_a_compares_each_target_with_itself_on_a_second_log(scored
     _, first = scored
     second_log = feed.simulate(jax.random.key(5), SCENARIO, LOGGER, N)
     targets = {"better": BETTER, "worse": WORSE}
-    second = sensitivity.offline_differences(second_log, LOGGER, targets, SCENARIO.view, M)
-    aa = sensitivity.independent_aa(first, second, confidence=0.99)
+    second = differences.offline_differences(second_log, LOGGER, targets, SCENARIO.view, M)
+    aa = differences.independent_aa(first, second, confidence=0.99)
     assert set(aa) == {"click"} and set(aa["click"]) == {"better", "worse"}
     q = 2.5758293035489004                                                # Φ⁻¹(0.995)
     for name in targets:
@@ -122,7 +123,7 @@ def test_target_values_are_the_values_of_offline_differences(scored):
     """The second log of the A/A on two logs only needs each target's own value and its SE."""
     log, out = scored
     targets = {"better": BETTER, "worse": WORSE}
-    values = sensitivity.target_values(log, LOGGER, targets, SCENARIO.view, M)
+    values = differences.target_values(log, LOGGER, targets, SCENARIO.view, M)
     assert set(values) == {"click"} and set(values["click"]) == set(targets)
     for name in targets:
         for metric in ("dcg", "ndcg"):

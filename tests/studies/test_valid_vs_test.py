@@ -1,15 +1,20 @@
 """Study valid_vs_test (Lim Table 2 extended): smoke structure, Diff% against an independent
 recomputation, the same fitted models and selection as opt_adg, and identical reruns from the
 cache."""
+import dataclasses
+import importlib
 import inspect
 
-import jax
 import numpy as np
 import pandas as pd
 import pytest
 
 from simrec import runner
+from simrec.models import tuning
 from simrec_studies import opt_adg, valid_vs_test
+from simrec_studies.common import lim, lim_report
+
+vvt_report = importlib.import_module("simrec_studies.valid_vs_test.report")
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +29,8 @@ def test_smoke_table_structure_and_ranges(smoke_run):
     config, out, first = smoke_run
     assert first.cells_total == len(config.methods)
     diff = pd.read_csv(out / "table_diff.csv")
-    assert len(diff) == len(opt_adg.PROTOCOLS) * len(config.methods) * len(opt_adg.METRICS)
-    assert set(diff.protocol) == set(opt_adg.PROTOCOLS)
+    assert len(diff) == len(lim.PROTOCOLS) * len(config.methods) * len(lim.METRICS)
+    assert set(diff.protocol) == set(lim.PROTOCOLS)
     for column in ("valid", "test", "unobserved"):
         assert diff[column].between(0, 1).all(), column
     assert set(diff.UBM[diff.metric.isin(["ATOP", "ADG", "Recall@10"])]) == {"yes"}
@@ -51,26 +56,36 @@ def test_rerun_from_cache_is_identical(smoke_run):
     assert (out / "table_diff.csv").read_bytes() == before
 
 
-def test_models_and_selection_are_opt_adgs(smoke_run):
-    """Same seed, data and training: valid_vs_test's own setup and compute give opt_adg's records
-    for the cell (every grid point, both protocols; the fit time aside), and its report selects
-    the setting opt_adg selects."""
+def test_fits_are_read_from_opt_adgs_store(tmp_path, monkeypatch):
+    """After opt_adg (same seed, data, training and cache folder) valid_vs_test trains no model:
+    every fit of the shared cell is read from the store of fitted models, and its records equal
+    opt_adg's, fit times included."""
+    config = valid_vs_test.PRESETS["smoke"]
+    theirs = opt_adg.OptADGConfig(worlds=config.worlds, methods=("mf_adg",), real=False, data=config.data,
+                                  training=config.training)
+    mine = dataclasses.replace(config, methods=("mf_adg",))
+    fits = []
+    real_fit = tuning.fit
+    monkeypatch.setattr(tuning, "fit", lambda *a, **k: fits.append(a[1]) or real_fit(*a, **k))
+    runs = {}
+    for name, study, study_config in (("opt_adg", opt_adg.STUDY, theirs), ("valid_vs_test", valid_vs_test.STUDY, mine)):
+        runner.run(study, study_config, seed=0, out=tmp_path / name, cache_dir=tmp_path / "cache", progress=False)
+        runs[name] = pd.read_csv(tmp_path / name / "records.csv")
+        if name == "opt_adg":
+            trained = len(fits)
+    assert trained >= len(lim.grid("mf_adg", config.training)) and len(fits) == trained
+    pd.testing.assert_frame_equal(runs["valid_vs_test"], runs["opt_adg"], check_exact=True)
+
+
+def test_selection_is_opt_adgs(smoke_run):
+    """The report selects per fold the setting with the best held-out validation ADG, as opt_adg's."""
     config, out, _ = smoke_run
-    root = jax.random.key(0)
-    theirs_config = opt_adg.OptADGConfig(worlds=config.worlds, methods=("mf_adg",), real=False,
-                                         data=config.data, training=config.training)
-    cell = {"dataset": "tiny", "method": "mf_adg"}
-    mine = valid_vs_test.compute(root, config, cell, valid_vs_test.STUDY.setup(root, config))
-    theirs = opt_adg.compute(root, theirs_config, cell, opt_adg.STUDY.setup(root, theirs_config))
-    for ours, their in zip(mine, theirs, strict=True):
-        assert {**ours, "train_seconds": 0.0} == {**their, "train_seconds": 0.0}
-    assert len({(r["l2"], r["lr"]) for r in mine}) >= len(opt_adg.grid("mf_adg", config.training))
     stored = pd.read_csv(out / "records.csv")
     frame = runner.records_frame(valid_vs_test.STUDY, stored.to_numpy().tolist())
-    chosen = opt_adg.selected(frame)
+    chosen = lim_report.selected(frame)
     for fold in range(config.data.n_folds):
         part = frame[(frame.fold == fold) & (frame.method == "mf_adg") & (frame.set == "valid")
-                     & (frame.metric == "adg") & (frame.protocol == opt_adg.HELD_OUT)]
+                     & (frame.metric == "adg") & (frame.protocol == lim.HELD_OUT)]
         best = part[part.value == part.value.max()].iloc[0]
         mine = chosen[(chosen.fold == fold) & (chosen.method == "mf_adg")]
         assert set(zip(mine.l2, mine.lr)) == {(best.l2, best.lr)}
@@ -79,24 +94,24 @@ def test_models_and_selection_are_opt_adgs(smoke_run):
 def _records(fold, valid, test, unobserved) -> list[dict]:
     base = {"dataset": "d", "fold": fold, "method": "m", "l2": 0.0, "lr": 0.0, "rank": 0,
             "weight": 0.0, "epochs": 0, "budget": 0, "net_hit": False, "train_seconds": 0.0,
-            "protocol": opt_adg.HELD_OUT}
+            "protocol": lim.HELD_OUT}
     return [{**base, "set": name, "metric": m, "value": value, "size": size}
             for name, value, size in (("valid", valid, 1.0), ("test", test, 2.0),
                                       ("unobserved", unobserved, 9.0))
-            for m in opt_adg.METRICS]
+            for m in lim.METRICS]
 
 
 def test_diff_table_on_hand_made_records():
     rows = _records(0, 0.2, 0.25, 0.3) + _records(1, 0.3, 0.25, 0.5)
     frame = runner.records_frame(valid_vs_test.STUDY,
                                  runner.check_records(valid_vs_test.STUDY, {}, rows))
-    diff = valid_vs_test._diff_table(frame)
+    diff = vvt_report._diff_table(frame)
     row = diff[diff.metric == "ADG"].iloc[0]
     assert row["Diff% valid"] == pytest.approx(0.0)
     assert row["Diff% unobserved"] == pytest.approx(100 * (0.4 - 0.25) / 0.25)
     # per-fold differences 0.05 and 0.25: mean 0.15, SE = SD/sqrt(2) = 0.1
     assert row["z unobserved"] == pytest.approx(0.15 / 0.1)
-    sizes = valid_vs_test._sizes(frame).set_index("dataset")
+    sizes = vvt_report._sizes(frame).set_index("dataset")
     assert sizes.loc["d", "unobserved"] == 9.0 and sizes.loc["d", "test"] == 2.0
 
 
@@ -112,7 +127,7 @@ def test_report_figure_is_reproducible_and_leaves_numpys_rng_alone(smoke_run):
         np.random.seed(seed)
         expected = np.random.random()
         np.random.seed(seed)
-        figure = valid_vs_test.report(config, frame).figures["fig_diff"]
+        figure = vvt_report.report(config, frame).figures["fig_diff"]
         assert np.random.random() == expected
         buf = io.BytesIO()
         figure.savefig(buf, format="png", metadata={"Software": None})
@@ -123,11 +138,12 @@ def test_report_figure_is_reproducible_and_leaves_numpys_rng_alone(smoke_run):
 
 def test_the_module_keeps_no_state():
     """No memo of shared state and no key round trips: state comes from setup, keys from the runner."""
-    assert not [name for name, value in vars(valid_vs_test).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(valid_vs_test)
-    for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
-        assert banned not in source, banned
-    assert valid_vs_test.STUDY.columns == opt_adg.COLUMNS
+    for module in (valid_vs_test, vvt_report):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
+        source = inspect.getsource(module)
+        for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
+            assert banned not in source, (module.__name__, banned)
+    assert valid_vs_test.STUDY.columns == lim.COLUMNS
 
 
 def test_every_config_field_is_documented():

@@ -1,71 +1,22 @@
-"""Study ``valid_vs_test``: do validation scores predict test scores and what users want? (Lim Table 2, extended)
-
-Lim, McAuley, Lanckriet (RecSys'15, §5) argue that a measure which is unbiased under simple random
-sampling of the relevant items (ATOP, ADG, Recall@K: their "UBM" measures) takes the same
-expected value on any two disjoint uniform samples of a user's held-out relevant items, whatever
-their sizes, so validation predicts test; MAP and NDCG grow with the number of relevant items and
-do not (their Table 2: -20 % to -24 % on MovieLens). In simulation the prior-relevant sets are
-known, so the study adds the set that matters: the unobserved relevant items P⁺∖O⁺ (with all of
-O⁺ excluded from the ranking), about five times larger than the test split at rate 1/2.
-
-The study runs `opt_adg`'s setup and cells with its own config: a (dataset, fold, method) cell
-searches the method's grid with every model trained to convergence (early stopping on validation
-ADG) and evaluates the best setting under both protocols (`opt_adg.evaluate_model`); the report
-keeps, per dataset, fold and method, the setting with the best validation ADG (`opt_adg.selected`,
-the same selection as study ``opt_adg``). Diff% = 100 (X − test) / test of the fold means, as
-Lim's.
-"""
+"""The report of study ``valid_vs_test``: Diff% of validation and of the unobserved relevant items
+against test per metric (Lim et al. Table 2), and whether the sets agree."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from simrec.runner import Report, Study
-from simrec_studies import opt_adg
-from simrec_studies.opt_adg import LABELS, METRICS, PROTOCOLS, SETS, DataConfig, TrainConfig
+from simrec.runner import Report
+from simrec_studies.common.lim import METRICS, PROTOCOLS, SETS
+from simrec_studies.common.lim_report import LABELS, budget_text, selected
+
+if TYPE_CHECKING:
+    from simrec_studies.valid_vs_test import ValidVsTestConfig
 
 UBM = ("atop", "adg", "recall@10")        # unbiased under SRS (Lim §5)
 Z_LIMIT = 3.0                             # |mean fold difference| / SE above this: sets disagree
-
-
-@dataclass(frozen=True)
-class ValidVsTestConfig:
-    """As `opt_adg.OptADGConfig` (same meaning, same defaults except the methods: the oracle,
-    popularity and the two MF models)."""
-    worlds: tuple[str, ...] = ("amazon", "lastfm", "movielens")   # paper-like `simrec.world.PRESETS`
-    #: a subset of `opt_adg.METHODS`
-    methods: tuple[str, ...] = ("oracle", "popularity", "mf_auc", "mf_adg")
-    real: bool = True                                  # also the real datasets (when present)
-    data: DataConfig = field(default_factory=DataConfig)
-    training: TrainConfig = field(default_factory=TrainConfig)
-
-    def __post_init__(self):
-        opt_adg.check_datasets(self.worlds, self.methods)
-
-
-PRESETS = {
-    "smoke": ValidVsTestConfig(worlds=("tiny",), methods=("oracle", "popularity", "mf_adg"),
-                               real=False, data=opt_adg.PRESETS["smoke"].data,
-                               training=opt_adg.PRESETS["smoke"].training),
-    "default": ValidVsTestConfig(data=opt_adg.PRESETS["default"].data,
-                                 training=opt_adg.PRESETS["default"].training),
-    "paper": ValidVsTestConfig(data=opt_adg.PRESETS["paper"].data,
-                               training=opt_adg.PRESETS["paper"].training),
-}
-
-
-def cells(config: ValidVsTestConfig) -> list[dict]:
-    return opt_adg.method_cells(opt_adg.datasets(config.worlds, config.real, config.data),
-                                config.methods)
-
-
-def compute(key, config: ValidVsTestConfig, cell: dict, shared: opt_adg.Shared) -> list[dict]:
-    """The cell's method searched and its best setting evaluated under both protocols
-    (`opt_adg.compute`; records `opt_adg.COLUMNS`); the report selects by validation ADG."""
-    return opt_adg.compute(key, config, cell, shared)
 
 
 def _diff_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -147,11 +98,11 @@ def _pairs(diff: pd.DataFrame) -> list:
 
 
 def report(config: ValidVsTestConfig, records: pd.DataFrame) -> Report:
-    frame = opt_adg.selected(records)
+    frame = selected(records)
     frame = frame[frame.protocol.isin(PROTOCOLS)]          # not the early-stopping curves
     diff = _diff_table(frame)
     sizes = _sizes(frame)
-    lines = [opt_adg.budget_text(config, config.data, config.training), "",
+    lines = [budget_text(config, config.data, config.training), "",
              "Diff% = 100 (X - test) / test of the means over folds (Lim Table 2); z = mean per-fold "
              f"difference / its SE; the sets disagree when |z| > {Z_LIMIT}. Mean relevant items per "
              "user: " + "; ".join(
@@ -176,11 +127,3 @@ def report(config: ValidVsTestConfig, records: pd.DataFrame) -> Report:
         lines.append("")
     return Report(tables={"table_diff": diff, "table_sizes": sizes},
                   figures={"fig_diff": _figure(diff)}, summary="\n".join(lines))
-
-
-STUDY = Study(
-    name="valid_vs_test",
-    description="Lim et al. Table 2 extended: UBM measures (ATOP, ADG, Recall@10) agree on valid, "
-                "test and the unobserved relevant items P⁺∖O⁺; MAP and NDCG do not",
-    presets=PRESETS, cells=cells, setup=opt_adg.setup, compute=compute, report=report,
-    columns=opt_adg.COLUMNS, data_files=opt_adg.data_files, expected_seconds={"smoke": 30, "default": 1000, "paper": 4000})
