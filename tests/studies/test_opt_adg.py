@@ -398,3 +398,18 @@ def test_ials_cell_searches_lambda_then_weight_with_early_stopping():
     curve = rows[rows.protocol == lim.CURVE]
     assert not curve.empty and curve.budget.between(1, 6).all()
     assert (curve.epochs == curve.budget).all()           # iALS budget: sweeps
+
+
+@pytest.mark.parametrize("name", ["opt_adg", "valid_vs_test"])
+def test_a_report_only_edit_changes_no_cell_address(name):
+    """Both studies compute with the shared experiment (`simrec_studies.common.lim`); their code
+    version hashes that side only, so an edit of a report (or of what only the reports import: the
+    shared report helpers, the report kit) re-renders from the cached cells, and the two studies
+    have one code version."""
+    study = importlib.import_module(f"simrec_studies.{name}").STUDY
+    assert study.module == "simrec_studies.common.lim"
+    assert runner.report_module(study) == f"simrec_studies.{name}.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert "simrec_studies.common.lim" in closure
+    assert not {f"simrec_studies.{name}.report", "simrec_studies.common.lim_report", "simrec.reporting"} & set(closure)
+    assert runner.code_version(study) == runner.code_version(opt_adg.STUDY)
