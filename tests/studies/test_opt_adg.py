@@ -306,6 +306,14 @@ def test_selection_takes_the_best_validation_adg_and_marks_significant_wins():
     assert recall["mean"] == pytest.approx(values.mean())
     assert recall.se == pytest.approx(values.std(ddof=1) / math.sqrt(4))
     assert len(settings) == 2 * 4 and set(settings.l2[settings.method == "mf_auc"]) == {0.01}
+    # the claims set Lim's Table 1 beside ours on a paper-like world (dataset "d" renamed "amazon")
+    amazon = _frame(rows).assign(dataset="amazon")
+    claims = {c.claim.split(": ")[0]: c for c in opt_adg_report.claims(amazon, opt_adg_report.lim_comparison(amazon))}
+    assert claims["Amazon Games (amazon-like world), ATOP"].verdict == "reproduced"       # identical: n.s.
+    assert claims["Amazon Games (amazon-like world), MAP"].verdict == "reproduced"        # MF-ADG better
+    assert claims["Amazon Games (amazon-like world), MAP"].source_value == "MF-ADG 0.0124 vs MF-AUC 0.0104"
+    differences = (0.3 + 0.001 * np.arange(4)) - 0.1
+    assert claims["Amazon Games (amazon-like world), MAP"].se == pytest.approx(differences.std(ddof=1) / 2)
 
 
 def test_selection_ties_go_to_the_first_setting_of_the_grid():
