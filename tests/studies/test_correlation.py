@@ -17,7 +17,8 @@ from simrec import feed, ope, runner, stats
 from simrec_studies import correlation, scenarios
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 
-CONFIG = correlation.PRESETS["smoke"]
+#: the smoke preset with one 4-day experiment per replication (the fewest the report accepts), for speed
+CONFIG = dataclasses.replace(correlation.PRESETS["smoke"], long_days=4)
 
 
 @pytest.fixture(scope="module")

@@ -306,6 +306,14 @@ def test_selection_takes_the_best_validation_adg_and_marks_significant_wins():
     assert recall["mean"] == pytest.approx(values.mean())
     assert recall.se == pytest.approx(values.std(ddof=1) / math.sqrt(4))
     assert len(settings) == 2 * 4 and set(settings.l2[settings.method == "mf_auc"]) == {0.01}
+    # the claims set Lim's Table 1 beside ours on a paper-like world (dataset "d" renamed "amazon")
+    amazon = _frame(rows).assign(dataset="amazon")
+    claims = {c.claim.split(": ")[0]: c for c in opt_adg_report.claims(amazon, opt_adg_report.lim_comparison(amazon))}
+    assert claims["Amazon Games (amazon-like world), ATOP"].verdict == "reproduced"       # identical: n.s.
+    assert claims["Amazon Games (amazon-like world), MAP"].verdict == "reproduced"        # MF-ADG better
+    assert claims["Amazon Games (amazon-like world), MAP"].source_value == "MF-ADG 0.0124 vs MF-AUC 0.0104"
+    differences = (0.3 + 0.001 * np.arange(4)) - 0.1
+    assert claims["Amazon Games (amazon-like world), MAP"].se == pytest.approx(differences.std(ddof=1) / 2)
 
 
 def test_selection_ties_go_to_the_first_setting_of_the_grid():
@@ -398,3 +406,18 @@ def test_ials_cell_searches_lambda_then_weight_with_early_stopping():
     curve = rows[rows.protocol == lim.CURVE]
     assert not curve.empty and curve.budget.between(1, 6).all()
     assert (curve.epochs == curve.budget).all()           # iALS budget: sweeps
+
+
+@pytest.mark.parametrize("name", ["opt_adg", "valid_vs_test"])
+def test_a_report_only_edit_changes_no_cell_address(name):
+    """Both studies compute with the shared experiment (`simrec_studies.common.lim`); their code
+    version hashes that side only, so an edit of a report (or of what only the reports import: the
+    shared report helpers, the report kit) re-renders from the cached cells, and the two studies
+    have one code version."""
+    study = importlib.import_module(f"simrec_studies.{name}").STUDY
+    assert study.module == "simrec_studies.common.lim"
+    assert runner.report_module(study) == f"simrec_studies.{name}.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert "simrec_studies.common.lim" in closure
+    assert not {f"simrec_studies.{name}.report", "simrec_studies.common.lim_report", "simrec.reporting"} & set(closure)
+    assert runner.code_version(study) == runner.code_version(opt_adg.STUDY)

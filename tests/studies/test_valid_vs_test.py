@@ -148,3 +148,19 @@ def test_the_module_keeps_no_state():
 
 def test_every_config_field_is_documented():
     assert all(meaning for _, _, _, meaning in runner.config_help(valid_vs_test.PRESETS["default"]))
+
+
+def test_claims_set_lims_table2_beside_ours():
+    """Lim's Table 2 Diff% beside ours on the MovieLens-like world; the verdicts follow the one rule
+    (2 SE): a UBM measure is reproduced by a tie, MAP and NDCG by a difference beyond 2 SE below 0."""
+    rows = [("ATOP", "yes", -0.1, -0.5), ("ADG", "yes", 5.0, 3.0), ("MAP", "no", -20.0, -5.0),
+            ("NDCG", "no", 3.0, 4.0), ("Recall@10", "yes", 0.5, 1.0)]
+    diff = pd.DataFrame([{"protocol": lim.PROTOCOLS[0], "dataset": "movielens", "method": "mf_auc", "metric": m,
+                          "UBM": u, "Diff% valid": d, "z valid": z} for m, u, d, z in rows]
+                        + [{"protocol": lim.PROTOCOLS[1], "dataset": "movielens", "method": "mf_auc", "metric": "MAP",
+                            "UBM": "no", "Diff% valid": 1.0, "z valid": 0.1}])
+    claims = vvt_report.claims(diff)
+    assert [c.verdict for c in claims] == ["reproduced", "not reproduced", "reproduced", "not reproduced",
+                                           "reproduced"]
+    assert claims[2].source_value == "-24.38 %" and claims[2].ours.startswith("-20.00 %")
+    np.testing.assert_allclose([c.se for c in claims], [0.2, 5 / 3, 4.0, 0.75, 0.5])
