@@ -161,6 +161,7 @@ def test_claims_set_lims_table2_beside_ours():
                             "UBM": "no", "Diff% valid": 1.0, "z valid": 0.1}])
     claims = vvt_report.claims(diff)
     assert [c.verdict for c in claims] == ["reproduced", "not reproduced", "reproduced", "not reproduced",
-                                           "reproduced"]
+                                           "reproduced", "tie"]                 # the last: the other protocol
     assert claims[2].source_value == "-24.38 %" and claims[2].ours.startswith("-20.00 %")
-    np.testing.assert_allclose([c.se for c in claims], [0.2, 5 / 3, 4.0, 0.75, 0.5])
+    assert claims[-1].ours.endswith(f"{lim.PROTOCOLS[1]})")
+    np.testing.assert_allclose([c.se for c in claims], [0.2, 5 / 3, 4.0, 0.75, 0.5, 10.0])
