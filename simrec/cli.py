@@ -544,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     warnings.formatwarning = _format_warning
     os.environ.setdefault("MPLBACKEND", "Agg")          # figures are files, never windows
+    data_env = os.environ.get(DATA_ENV)                  # --data-dir sets it for this command only
     try:
         args, rest = parser.parse_known_args(argv)
         if args.command is None:
@@ -579,6 +580,11 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split())          # one line, whatever the error holds
         print(f"simrec: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        if data_env is None:
+            os.environ.pop(DATA_ENV, None)
+        else:
+            os.environ[DATA_ENV] = data_env
 
 
 #: (module, exception names): errors a user can fix, printed as one line (module imported only if

@@ -323,8 +323,10 @@ def test_sigint_of_a_real_run_is_reported_truthfully(tmp_path):
 def test_a_study_whose_data_is_missing_exits_2_unless_allowed(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
+    before = os.environ.get("SIMREC_DATA")
     argv = ["run", "coat", "--preset", "smoke", "--data-dir", str(empty), "--out", str(tmp_path / "o"), "--quiet"]
     assert cli.main(argv) == 2
+    assert os.environ.get("SIMREC_DATA") == before           # --data-dir holds for that command only
     err = capsys.readouterr().err.strip()
     assert "study 'coat': 3 data file(s) not found below" in err and "--allow-missing-data" in err
     assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
