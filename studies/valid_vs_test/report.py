@@ -111,7 +111,7 @@ def claims(diff: pd.DataFrame) -> list[reporting.Claim]:
         z = row["z valid"]
         se = abs(row["Diff% valid"] / z) if z else np.nan
         ubm = spec in UBM
-        direction = reporting.verdict(row["Diff% valid"], se, expect="less").verdict if se == se else "unclear"
+        direction = reporting.verdict(row["Diff% valid"], se, expect="less").verdict   # NaN se: "unclear"
         if ubm:
             verdict = {"tie": "reproduced", "unclear": "not testable"}.get(direction, "not reproduced")
         else:
