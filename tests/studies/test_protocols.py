@@ -1,9 +1,11 @@
-"""The protocols study (Steck RecSys'13 Table 1) at its smoke preset, its MNAR rating simulator
-(star shares and per-star observation rates against their configured values, 4-SE tolerance),
-Steck's splits and candidate sets, the user parts behind the paired SE, its noise-aware winners
-against a brute-force recount from the records, the λ selection table, the item-exposure
-observation model and the graded-nDCG gains (test ratings kept, unrated items imputed)."""
+"""The protocols study (Steck RecSys'13 Table 1) on a tiny config run once: its MNAR rating
+simulator (star shares and per-star observation rates against their configured values, 4-SE
+tolerance), Steck's splits and candidate sets, the user parts behind the paired SE, its noise-aware
+winners against a brute-force recount from the records, the λ selection of `simrec.models.tune`,
+the claims beside Steck's numbers, the item-exposure observation model and the graded-nDCG gains
+(test ratings kept, unrated items imputed)."""
 import dataclasses
+import importlib
 import itertools
 import json
 
@@ -13,29 +15,43 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from simrec import metrics, runner, stats
+from simrec import metrics, models, runner, stats
 from simrec_studies import protocols
 from simrec_studies.common import rated
 
+compute = importlib.import_module("simrec_studies.protocols.compute")
+report = importlib.import_module("simrec_studies.protocols.report")
 
+#: the run of this module (one, shared by every test that reads outputs): the smallest world whose
+#: every user part has a relevant test item under each protocol, two cells (plain and exposure)
 TINY = protocols.ProtocolsConfig(ratings_file="", world=protocols.WorldConfig(n_users=60, n_items=30, dim=2),
                                  observe_probability=(0.1, 0.2, 0.3, 0.4, 0.6), min_ratings=8,
                                  n_test=4, n_unrated=5, n=3, dim=2, missing_weight=0.2,
-                                 mf_l2_grid=(0.1, 1.0), allrank_l2_grid=(0.1,), sweeps=2)
+                                 mf_l2_grid=(0.01, 0.1, 1.0), allrank_l2_grid=(0.01, 0.1, 1.0), sweeps=2)
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("protocols")
-    runner.run(protocols.STUDY, protocols.PRESETS["smoke"], seed=0, out=out, preset="smoke",
-               progress=False)
+    out = tmp_path_factory.mktemp("protocols") / "tiny"
+    runner.run(protocols.STUDY, TINY, seed=0, out=out, preset="tiny", progress=False)
     return out
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """setup(key 0, TINY): the run's shared state again (the world's programs are compiled by then)."""
+    return compute.setup(jax.random.key(0), TINY)
+
+
+def _records(out) -> pd.DataFrame:
+    rows = pd.read_csv(out / "records.csv", keep_default_na=False, na_values=[""])
+    return runner.records_frame(protocols.STUDY, rows.to_numpy().tolist())
 
 
 def test_smoke_outputs_and_noise_aware_winners(smoke_run):
     assert json.loads((smoke_run / "manifest.json").read_text())["study"] == "protocols"
     assert (smoke_run / "fig_protocols.png").exists()
-    config = protocols.PRESETS["smoke"]
+    config = TINY
     table = pd.read_csv(smoke_run / "table_protocols.csv")
     records = pd.read_csv(smoke_run / "records.csv", keep_default_na=False, na_values=[""])
     assert set(table.protocol) >= set(protocols.PROTOCOLS)
@@ -88,17 +104,16 @@ def test_paired_winner_rule_on_the_table_matches_stats():
         for m, values in (("MF-RMSE", [0.30, 0.31, 0.29, 0.30, 0.32, 0.30]),
                           ("AllRank", [0.29, 0.30, 0.30, 0.28, 0.30, 0.30]))
         for k, v in zip(range(-1, 5), values)])
-    row = protocols._rows(protocols.PRESETS["smoke"], records).iloc[0]
+    row = report._rows(TINY, records).iloc[0]
     verdict = stats.paired_winner([0.01, -0.01, 0.02, 0.02, 0.0], names=protocols.MODELS)
     assert (row.winner, row.z) == (verdict.winner, pytest.approx(verdict.z))
     assert row.winner == "tie"                               # z = 1.37
 
 
-def test_simulated_ratings_follow_the_configured_shares_and_mnar_rates():
-    config = protocols.PRESETS["smoke"]
-    key = jax.random.key(0)
-    stars = protocols._stars(key, config)
-    observed = protocols._observe(key, config, stars)
+def test_simulated_ratings_follow_the_configured_shares_and_mnar_rates(shared):
+    config = TINY
+    stars = shared.ratings["simulated"].stars
+    observed = shared.ratings["simulated"].observed
     n = stars.size
     shares = np.array([(stars == r).mean() for r in range(1, 6)])
     assert np.all(np.abs(shares - np.array(config.star_shares)) <= 2 / n + 1e-12)  # quantile cut
@@ -111,13 +126,13 @@ def test_simulated_ratings_follow_the_configured_shares_and_mnar_rates():
         assert abs(rate - p) <= 4 * se
 
 
-def test_item_exposure_scales_the_observation_rates():
+def test_item_exposure_scales_the_observation_rates(shared):
     """P(observed | r, i) = min(p_r e_i, 1): observed counts per star match their expectation."""
-    config = protocols.PRESETS["smoke"]
+    config = TINY
     key = jax.random.key(0)
-    stars = protocols._stars(key, config)
-    observed = protocols._observe(key, config, stars, 1.0)
-    exposure = protocols._item_exposure(key, stars.shape[1], 1.0)
+    stars = shared.ratings["simulated"].stars
+    observed = compute._observe(key, config, stars, 1.0)
+    exposure = compute._item_exposure(key, stars.shape[1], 1.0)
     probability = np.minimum(np.array(config.observe_probability)[stars.astype(int) - 1]
                              * exposure[None, :], 1)
     seen = observed.toarray() > 0
@@ -127,19 +142,18 @@ def test_item_exposure_scales_the_observation_rates():
         assert abs(seen[pool].sum() - expected) <= 4 * np.sqrt(variance)
 
 
-def test_setup_shares_one_world_and_draws_each_split_from_the_cells_key():
+def test_setup_shares_one_world_and_draws_each_split_from_the_cells_key(shared):
     """Both simulated cells see the same complete stars and the same uniforms (exposure only
     changes the observation probabilities); each cell's splits come from cell_key(root, cell)."""
     root = jax.random.key(0)
-    shared = protocols.setup(root, TINY)
     plain, exposed = shared.ratings["simulated"], shared.ratings[protocols.EXPOSURE_CELL]
     assert plain.stars is exposed.stars
-    np.testing.assert_array_equal(plain.stars, protocols._stars(root, TINY))
+    np.testing.assert_array_equal(plain.stars, compute._stars(root, TINY))
     for cell, sigma in (("simulated", 0.0), (protocols.EXPOSURE_CELL, TINY.exposure_sigma)):
         ratings = shared.ratings[cell]
-        assert (ratings.observed != protocols._observe(root, TINY, ratings.stars, sigma)).nnz == 0
+        assert (ratings.observed != compute._observe(root, TINY, ratings.stars, sigma)).nnz == 0
         key = runner.cell_key(root, {"data": cell})
-        train, test = protocols._split(jax.random.fold_in(key, 0), ratings.observed,
+        train, test = compute._split(jax.random.fold_in(key, 0), ratings.observed,
                                        TINY.test_fraction)
         assert (ratings.train != train).nnz == 0 and (ratings.test != test).nnz == 0
         assert (ratings.train + ratings.test != ratings.observed).nnz == 0
@@ -150,10 +164,10 @@ def test_setup_shares_one_world_and_draws_each_split_from_the_cells_key():
     assert (both != exposed.observed.multiply(plain.observed.astype(bool))).nnz == 0
 
 
-def test_protocol_b_is_steck_split_and_a_ranks_sampled_unrated_items():
+def test_protocol_b_is_steck_split_and_a_ranks_sampled_unrated_items(shared):
     """(b): users with >= min_ratings ratings, n_test test ratings each (`split_steck`); (a2):
     the sampled unrated items plus the rated test items; (a1): those plus the training items."""
-    ratings = protocols.setup(jax.random.key(1), TINY).ratings["simulated"]
+    ratings = shared.ratings["simulated"]
     counts = np.diff(ratings.observed.indptr)
     eligible = counts >= TINY.min_ratings
     assert eligible.any() and (~eligible).any()
@@ -165,17 +179,15 @@ def test_protocol_b_is_steck_split_and_a_ranks_sampled_unrated_items():
     assert not (unrated & observed).any()
     np.testing.assert_array_equal(unrated.sum(1), np.minimum(TINY.n_unrated, (~observed).sum(1)))
     test, train = ratings.test.toarray() > 0, ratings.train.toarray() > 0
-    np.testing.assert_array_equal(protocols._candidates(ratings, "a2 unrated items"), unrated | test)
-    np.testing.assert_array_equal(protocols._candidates(ratings, "a1 all items"),
+    np.testing.assert_array_equal(compute._candidates(ratings, "a2 unrated items"), unrated | test)
+    np.testing.assert_array_equal(compute._candidates(ratings, "a1 all items"),
                                   unrated | test | train)
 
 
-def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
-    root = jax.random.key(0)
-    shared = protocols.setup(root, TINY)
-    cell = {"data": "simulated"}
-    frame = runner.records_frame(protocols.STUDY, runner.check_records(
-        protocols.STUDY, cell, protocols.compute(root, TINY, cell, shared)))
+def test_records_match_the_declared_columns_and_the_module_keeps_no_state(smoke_run, shared):
+    frame = _records(smoke_run)
+    assert list(frame.columns) == list(protocols.COLUMNS)
+    frame = frame[frame.data == "simulated"]
     scored = frame[frame.part == "model"]
     assert set(scored.model) == set(protocols.MODELS)
     ranking = scored[scored.metric != "RMSE"]
@@ -191,17 +203,82 @@ def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
     sizes = frame[frame.part == "data"].set_index("metric").value
     assert sizes["users"] == TINY.world.n_users and sizes["items"] == TINY.world.n_items
     assert sizes["train ratings"] + sizes["test ratings"] == shared.ratings["simulated"].observed.nnz
-    assert not [name for name, value in vars(protocols).items() if hasattr(value, "cache_info")]
+    for module in (protocols, compute, report):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
+
+
+def test_each_model_is_refitted_at_the_lambda_and_sweeps_its_tuning_selected(smoke_run):
+    """The λ of every model record is `simrec.models.select`'s choice over the tuning records (lowest
+    validation RMSE for MF-RMSE, highest nDCG@n for AllRank), refitted for the sweeps of that λ's best
+    checkpoint (at least one)."""
+    frame = _records(smoke_run)
+    for (data_name, name), tuning in frame[frame.part == "tuning"].groupby(["data", "model"]):
+        chosen = models.select([{"l2": v} for v in tuning.l2], tuning.value.tolist(),
+                               higher_is_better=name == "AllRank")
+        best = tuning.iloc[chosen.index]
+        used = frame[(frame.part == "model") & (frame.data == data_name) & (frame.model == name)]
+        assert set(used.l2) == {best.l2} and set(used.sweeps) == {max(int(best.sweeps), 1)}
+        assert (tuning.metric == ("RMSE" if name == "MF-RMSE" else f"ndcg@{TINY.n}")).all()
+
+
+def test_claims_set_stecks_table_beside_ours(smoke_run):
+    claims = pd.read_csv(smoke_run / "table_claims.csv", keep_default_na=False)
+    table = pd.read_csv(smoke_run / "table_protocols.csv").set_index(["data", "protocol", "metric"])
+    per_data = 2 * len(report.STECK_A) + 3
+    assert len(claims) == per_data * 2 and set(claims.source) == {report.STECK}
+    assert set(claims.verdict) <= {"reproduced", "not reproduced", "tie", "not testable"}
+    for _, row in claims.iterrows():                    # each (a) claim: AllRank ahead beyond 2 SE?
+        if " by " not in row.claim:
+            continue
+        data_name, rest = row.claim.split(", (", 1)
+        protocol, label = rest.split("): AllRank ranks better than MF-RMSE by ")
+        winner = table.loc[(data_name, protocol, label), "winner"]
+        assert row.verdict == {"AllRank": "reproduced", "MF-RMSE": "not reproduced", "tie": "tie"}[winner]
+        assert row.ours.startswith("MF-RMSE 0.") and "Netflix" in row["source's number"]
+    readme = (smoke_run / "README.md").read_text()
+    assert "## Claims" in readme and "Against Steck's Table 1" in readme
+
+
+def test_claim_verdicts_follow_the_rule_on_the_paired_difference():
+    rows = [{"data": "d", "protocol": p, "metric": m, "cutoff": 0, "MF-RMSE": 0.2, "AllRank": 0.3,
+             "se MF-RMSE": 0.01, "se AllRank": 0.01, "MF-RMSE better by": diff, "se (parts)": 0.01,
+             "z": diff / 0.01, "winner": w}
+            for p, m, diff, w in (("a1 all items", "MAP", -0.1, "AllRank"), ("a2 unrated items", "MAP", 0.01, "tie"),
+                                  ("b rated test items", "MAP", 0.1, "MF-RMSE"),
+                                  ("b rated test items", "RMSE", -0.1, "AllRank"))
+            for m in ((m, "ATOP") if m != "RMSE" else (m,))]
+    frame = pd.DataFrame(rows)
+    claim = report._claim(frame)
+    got = {c.claim: c.verdict for c in report.claims(TINY, frame, claim)}
+    assert len(got) == 2 * 2 + 3 and got.items() >= {"d, (a1 all items): AllRank ranks better than MF-RMSE by MAP": "reproduced",
+                   "d, (a2 unrated items): AllRank ranks better than MF-RMSE by MAP": "tie",
+                   "d, (b rated test items): MF-RMSE ranks better than AllRank": "reproduced",
+                   "d, (b) split: MF-RMSE has the lower RMSE on the observed test ratings": "not reproduced",
+                   "d: the protocol changes the winner more often than the metric does": "reproduced"}.items()
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: report.py (and the report kit) is outside the
+    closure, so an edit of the report re-renders from the cached cells."""
+    study = protocols.STUDY
+    assert study.module == "simrec_studies.protocols.compute"
+    assert runner.report_module(study) == "simrec_studies.protocols.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.protocols", "simrec_studies.protocols.compute", "simrec_studies.common.rated",
+            "simrec.models.tuning"} <= set(closure)
+    assert not {"simrec_studies.protocols.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("protocols", "common")]
 
 
 def test_graded_gains_impute_unrated_items_and_keep_test_ratings():
-    config = protocols.PRESETS["smoke"]
+    config = TINY
     test = sp.csr_matrix(np.array([[0, 5, 0, 3], [1, 0, 0, 0]], np.float64))
     train = sp.csr_matrix(np.array([[4, 0, 0, 0], [0, 0, 2, 0]], np.float64))
     empty = sp.csr_matrix((2, 4), dtype=bool)
     ratings = protocols.Ratings(observed=train + test, train=train, test=test, fit=train,
                                 valid=empty, train_b=train, test_b=test, unrated=empty, stars=None)
-    settings = protocols._settings(config, ratings)
+    settings = compute._settings(config, ratings)
     _, _, exclude, gains, _ = settings["a2 unrated items"]
     np.testing.assert_array_equal(gains, [[2, 5, 2, 3], [1, 2, 2, 2]])   # linear gain, Y0 = 2
     np.testing.assert_array_equal(exclude, test.toarray() == 0)       # nothing sampled here
@@ -210,7 +287,7 @@ def test_graded_gains_impute_unrated_items_and_keep_test_ratings():
     np.testing.assert_array_equal(graded.toarray(), test.toarray() > 0)
     np.testing.assert_array_equal(exclude, test.toarray() == 0)
     exponential = dataclasses.replace(config, graded_gain="exponential")
-    _, _, exclude, gains, _ = protocols._settings(exponential, ratings)["a1 all items"]
+    _, _, exclude, gains, _ = compute._settings(exponential, ratings)["a1 all items"]
     np.testing.assert_array_equal(gains[0], [3, 31, 3, 7])
     np.testing.assert_array_equal(exclude, (train + test).toarray() == 0)
 
@@ -228,8 +305,8 @@ def test_protocol_b_leaves_users_without_test_ratings_out():
 
 def test_real_data_cell_only_when_the_file_exists():
     config = dataclasses.replace(protocols.PRESETS["default"], ratings_file="no/such.csv")
-    assert protocols.cells(config) == [{"data": "simulated"}, {"data": protocols.EXPOSURE_CELL}]
-    assert protocols.cells(dataclasses.replace(config, exposure_sigma=0.0)) == [{"data": "simulated"}]
+    assert compute.cells(config) == [{"data": "simulated"}, {"data": protocols.EXPOSURE_CELL}]
+    assert compute.cells(dataclasses.replace(config, exposure_sigma=0.0)) == [{"data": "simulated"}]
 
 
 @pytest.mark.parametrize("overrides", [{"star_shares": (0.5, 0.5, 0.1, 0.1, 0.1)},
