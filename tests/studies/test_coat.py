@@ -1,9 +1,11 @@
-"""The coat study (protocol agreement with a missing-at-random truth, Schnabel et al. ICML'16) at
-its smoke preset on a synthetic Coat-like folder, its skip when the data is absent, and its
+"""The coat study (protocol agreement with a missing-at-random truth, Schnabel et al. ICML'16) on a
+synthetic Coat-like folder (one tiny run per module), its skip when the data is absent, and its
 pieces against independent references: the per-user split sizes, the protocols' masks and the
-IPS gains (a brute-force DCG), Kendall's τ with its bootstrap interval on planted orderings, and
-the noise-aware inversion count on hand-made user parts."""
+IPS gains (a brute-force DCG), the selection of `simrec.models.tune`, Kendall's τ with its
+bootstrap interval on planted orderings, the noise-aware inversion count on hand-made user parts,
+the claim and the report-only edit."""
 import dataclasses
+import importlib
 import json
 import math
 
@@ -13,10 +15,18 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from simrec import data, metrics, runner, stats
+from simrec import data, metrics, models, runner, stats
 from simrec import datafiles as _data
 from simrec_studies import coat
 from tests.test_data import write_coat
+
+compute = importlib.import_module("simrec_studies.coat.compute")
+report = importlib.import_module("simrec_studies.coat.report")
+
+#: the smoke preset with one point per grid where a grid's selection is not what is checked (MF-RMSE
+#: keeps three λ, so an edge flag is exercised) and fewer bootstrap resamples
+TINY = dataclasses.replace(coat.PRESETS["smoke"], allrank_l2s=(1.0,), allrank_weights=(0.1,), ials_l2s=(1.0,),
+                           ease_l2s=(100.0,), adg_l2s=(0.1,), bootstrap=20)
 
 
 def coat_like(key: int = 0, n_users: int = 40, n_items: int = 30, n_rated: int = 12,
@@ -37,17 +47,20 @@ def coat_like(key: int = 0, n_users: int = 40, n_items: int = 30, n_rated: int =
     return train, test, np.broadcast_to(rate, stars.shape).copy()
 
 
-@pytest.fixture()
-def coat_folder(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """TINY run once on a Coat-like folder (the data folder set only for the run)."""
+    root = tmp_path_factory.mktemp("coat")
     train, test, propensities = coat_like()
-    write_coat(tmp_path / "coat", train, test, propensities)
-    monkeypatch.setenv(_data.DATA_ENV, str(tmp_path))
-    return tmp_path / "coat"
+    write_coat(root / "coat", train, test, propensities)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(_data.DATA_ENV, str(root))
+        runner.run(coat.STUDY, TINY, seed=0, out=root / "out", preset="tiny", progress=False)
+    return root / "out"
 
 
-def test_smoke_run_on_a_coat_like_folder(coat_folder, tmp_path):
-    out = tmp_path / "out"
-    runner.run(coat.STUDY, coat.PRESETS["smoke"], seed=0, out=out, preset="smoke", progress=False)
+def test_smoke_run_on_a_coat_like_folder(smoke_run):
+    out = smoke_run
     assert json.loads((out / "manifest.json").read_text())["study"] == "coat"
     assert (out / "fig_agreement.png").exists()
     table = pd.read_csv(out / "table_agreement.csv")
@@ -65,22 +78,42 @@ def test_smoke_run_on_a_coat_like_folder(coat_folder, tmp_path):
     values = records[(records.part == "model") & (records.user_part == coat.ALL_USERS)]
     assert set(values.protocol) == set(coat.PROTOCOLS)
     readme = (out / "README.md").read_text()
-    assert "Verdict" in readme and "Kendall" in readme
+    assert "Verdict" in readme and "Kendall" in readme and "## Claims" in readme
+    claims = pd.read_csv(out / "table_claims.csv")
+    assert len(claims) == 2 and set(claims.verdict) <= {"reproduced", "not reproduced", "tie"}
+
+
+def test_each_model_is_refitted_at_the_point_its_tuning_selected(smoke_run):
+    """The "selected" record of a model is `simrec.models.select`'s choice over its "tuning" records
+    (lowest validation RMSE for MF-RMSE, highest validation nDCG for the others), with that point's
+    budget and the edge flags; a grid of one point is never flagged."""
+    records = pd.read_csv(smoke_run / "records.csv", keep_default_na=False)
+    for name in coat.MODELS:
+        tuning = records[(records.part == "tuning") & (records.model == name)]
+        (chosen,) = records[(records.part == "selected") & (records.model == name)].itertuples()
+        points = compute.grid(TINY, name)
+        assert [compute._point_text(p) for p in points] == list(tuning.point)
+        if name == "popularity":
+            assert chosen.point == "(none)" and chosen.edges == ""
+            continue
+        selection = models.select(points, tuning.value.astype(float).tolist(), higher_is_better=name != "MF-RMSE")
+        assert chosen.point == compute._point_text(selection.point) and chosen.edges == ", ".join(selection.edges)
+        assert int(chosen.budget) == int(tuning.budget.iloc[selection.index])
 
 
 def test_the_study_skips_cleanly_without_the_data(tmp_path, monkeypatch):
     monkeypatch.setenv(_data.DATA_ENV, str(tmp_path / "nothing"))
     config = coat.PRESETS["smoke"]
     with pytest.warns(_data.MissingDataWarning, match="coat/train.ascii not found"):
-        assert coat.cells(config) == []
-    report = coat.report(config, pd.DataFrame(columns=list(coat.COLUMNS)))
-    assert "coat skipped" in report.summary and not report.tables
-    assert coat.cells(dataclasses.replace(config, folder="")) == []
+        assert compute.cells(config) == []
+    skipped = report.report(config, pd.DataFrame(columns=list(coat.COLUMNS)))
+    assert "coat skipped" in skipped.summary and not skipped.tables
+    assert compute.cells(dataclasses.replace(config, folder="")) == []
 
 
 def test_every_config_field_says_what_it_means():
     assert all(meaning for _, _, _, meaning in runner.config_help(coat.PRESETS["default"]))
-    with pytest.raises(ValueError, match="parts must be >= 5"):
+    with pytest.raises(ValueError, match=r"parts .*must be an integer >= 5"):
         coat.CoatConfig(parts=4)
     with pytest.raises(ValueError, match="ease_l2s must be distinct finite values > 0"):
         coat.CoatConfig(ease_l2s=(1.0, 1.0))
@@ -90,7 +123,7 @@ def test_split_holds_out_exact_counts_per_user():
     train, _, _ = coat_like()
     ratings = sp.csr_matrix(train)
     config = coat.PRESETS["smoke"]
-    part = coat.split(jax.random.key(3), config, ratings)
+    part = compute.split(jax.random.key(3), config, ratings)
     for matrix, count in ((part.test, config.n_test), (part.valid, config.n_valid),
                           (part.train, 12 - config.n_test - config.n_valid)):
         assert np.all(np.diff(matrix.indptr) == count)
@@ -112,7 +145,7 @@ def _tiny():
 def test_protocol_masks_and_ips_gains():
     coat_data, part = _tiny()
     config = dataclasses.replace(coat.PRESETS["smoke"], n_test=2)
-    settings = coat.settings(config, coat_data, part)
+    settings = compute.settings(config, coat_data, part)
     fit = [[True, False, True, False, False]]
     relevant, exclude, gains, _ = settings[coat.A1]
     np.testing.assert_array_equal(relevant, [[False, True, False, True, False]])
@@ -144,14 +177,14 @@ def test_agreement_of_planted_orderings():
     truth[:, :5] = np.nan                                      # users without relevant items
     offline = level + rng.normal(scale=0.1, size=(6, 50))
     key = jax.random.key(0)
-    tau, low, high, draws = coat.agreement(key, config, offline, truth)
+    tau, low, high, draws = compute.agreement(key, config, offline, truth)
     assert (tau, low, high) == (1.0, 1.0, 1.0) and draws.shape == (200,) and (draws == 1).all()
-    tau, low, high, _ = coat.agreement(key, config, offline[::-1], truth)
+    tau, low, high, _ = compute.agreement(key, config, offline[::-1], truth)
     assert (tau, low, high) == (-1.0, -1.0, -1.0)
     # pure noise: τ's interval covers 0 and is the same for the same key
     noise = rng.normal(size=(6, 50))
-    first = coat.agreement(key, config, noise, truth)
-    again = coat.agreement(key, config, noise, truth)
+    first = compute.agreement(key, config, noise, truth)
+    again = compute.agreement(key, config, noise, truth)
     assert first[:3] == again[:3] and np.array_equal(first[3], again[3], equal_nan=True)
     assert first[1] <= 0 <= first[2]
     # the memo over rankings changes nothing: every draw equals τ-b of its resampled means
@@ -179,7 +212,7 @@ def test_inversions_count_only_pairs_both_sides_decide():
     records = pd.DataFrame(_part_records(coat.A1, "MAP", offline)
                            + _part_records(coat.TRUTH, "MAP", truth)
                            + _part_records(coat.TRUTH_RANDOM, "MAP", truth))
-    table = coat.inversions(config, records)
+    table = report.inversions(config, records)
     row = table[(table.protocol == coat.A1) & (table.truth == coat.TRUTH)].iloc[0]
     # offline decides EASE vs the 5 others and iALS vs the 4 others (the EASE pair once): 9;
     # the truth decides EASE vs the 4 models other than the noisy iALS (EASE - iALS has mean
@@ -204,9 +237,45 @@ def test_protocol_differences_pair_the_bootstrap_draws_of_the_best_protocol():
                           for p in coat.UNWEIGHTED for m in ("MAP", "nDCG")]
                          + [{"truth": coat.TRUTH_RANDOM, "protocol": coat.A1, "metric": "MAP",
                              "tau": 1.0}])           # the other truth does not pick the best
-    table = coat.protocol_differences(config, agree, records).set_index("other")
+    table = report.protocol_differences(config, agree, records).set_index("other")
     assert set(table.best) == {coat.B} and set(table.index) == {coat.A1, coat.A2}
     assert table.difference[coat.A1] == pytest.approx(0.4)
     assert table.significant[coat.A1] == "yes" and table.significant[coat.A2] == "no"
     # the difference's draws are averaged over the splits: sd 0.2 / sqrt(2) for A2
     assert table.low[coat.A2] < 0 < table.high[coat.A2] < 0.05 + 3 * 0.2 / math.sqrt(2)
+
+
+def test_the_claim_is_the_lead_of_a1_and_a2_over_b():
+    """Steck's claim, (a) closer to the MCAR truth than (b): the mean-τ lead and its paired bootstrap
+    interval, the same numbers `protocol_differences` gives for the best protocol."""
+    config = coat.PRESETS["smoke"]
+    rng = np.random.default_rng(1)
+    shared = rng.normal(scale=0.3, size=200)
+    level = {coat.A1: 0.6, coat.A2: 0.52, coat.B: 0.5}
+    records = pd.DataFrame([{"split": 0, "part": "bootstrap", "protocol": p, "user_part": b,
+                             "value": level[p] + shared[b] + 0.002 * rng.normal()}
+                            for p in coat.UNWEIGHTED for b in range(200)])
+    agree = pd.DataFrame([{"truth": coat.TRUTH, "protocol": p, "metric": "MAP", "tau": level[p]}
+                          for p in coat.UNWEIGHTED])
+    a1, a2 = report.claims(config, agree, records)
+    assert a1.verdict == "reproduced" and a1.ours.startswith("mean Kendall τ with the MCAR truth a1 minus b: +0.10")
+    assert a2.verdict == "reproduced"                                # +0.02, draws sd 0.003
+    row = report.protocol_differences(config, agree, records).set_index("other").loc[coat.B]
+    assert report._lead(config, agree, records, coat.A1, coat.B) == (row.difference, row.low, row.high)
+    worse = agree.assign(tau=agree.tau.where(agree.protocol != coat.A2, 0.2))
+    records.loc[records.protocol == coat.A2, "value"] -= 0.32
+    assert report.claims(config, worse, records)[1].verdict == "not reproduced"
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: report.py (and the report kit) is outside the
+    closure, so an edit of the report re-renders from the cached cells."""
+    study = coat.STUDY
+    assert study.module == "simrec_studies.coat.compute"
+    assert runner.report_module(study) == "simrec_studies.coat.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.coat", "simrec_studies.coat.compute", "simrec_studies.common.rated",
+            "simrec.models.tuning"} <= set(closure)
+    assert not {"simrec_studies.coat.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("coat", "common")]
