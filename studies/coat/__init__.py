@@ -53,10 +53,11 @@ bootstrap interval at `level`: users resampled with replacement `bootstrap` time
 key per split, the same resample for every model, protocol and the truth). And noise-aware
 inversions: a pair of models is inverted only when the protocol and the truth both name a winner
 beyond `z` standard errors of the paired difference, over `parts` disjoint parts of the users
-(`simrec.stats.user_parts`, `simrec.stats.paired_winner`), and the winners differ. Which protocol
-to trust: the unweighted protocol (a1, a2, b) with the highest τ averaged over the metrics and
-splits, and its lead over each other one with a paired bootstrap interval (the same user
-resamples for every protocol; a lead is significant when the interval excludes 0).
+(`simrec.stats.user_parts`, `simrec.reporting.paired_verdict`), and the winners differ. Which
+protocol to trust: the unweighted protocol (a1, a2, b) with the highest τ averaged over the
+metrics and splits, and its lead over each other one with a paired bootstrap interval (the same
+user resamples for every protocol; a lead is significant when the interval excludes 0). Steck's
+argument for (a) over (b) is the claim: the leads of (a1) and (a2) over (b).
 
 Grids. On Coat MF-ADG's validation optimum lies near λ 0.3..1 with learning rate 0.3..3 (λ >= 1
 leaves mostly the item biases, a popularity-like model: larger λ is a plateau, not an optimum),

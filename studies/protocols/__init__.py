@@ -33,7 +33,8 @@ on the whole training split for the sweeps of its best checkpoint, and the (b) m
 A winner is named only beyond `z` (2) standard errors of the paired difference: the evaluated
 test users are split into `parts` (5, as Steck does for his SDs) disjoint random parts, the
 metric difference of the two models is computed on each part, and SE = sd / sqrt(parts)
-(`simrec.stats.paired_winner`); otherwise the verdict is a tie, and every count includes ties.
+(`simrec.reporting.paired_verdict`); otherwise the verdict is a tie, and every count includes
+ties.
 
 Simulated explicit ratings. The world's true logit l(u, i) = a <x_u, y_i> + b_i + offset
 (`simrec.world`) is mapped to stars by its quantiles over all pairs: r(u, i) = 1 + #{t : l(u, i)

@@ -36,7 +36,7 @@ _CLAIM_VERDICT = {"holds": "reproduced", "fails": "not reproduced", "tie": "tie"
 def _rows(config: ProtocolsConfig, records: pd.DataFrame) -> pd.DataFrame:
     """One row per (data, protocol, metric): both models' all-user values and SEs, the paired
     difference MF-RMSE - AllRank ("better by": negated for RMSE) over the user parts, its SE, z
-    and the noise-aware winner (`simrec.stats.paired_winner`)."""
+    and the noise-aware winner (`simrec.reporting.paired_verdict`)."""
     scored = records[records.part == "model"]
     rows = []
     for (data_name, protocol, metric), group in scored.groupby(["data", "protocol", "metric"],

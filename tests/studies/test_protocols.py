@@ -250,7 +250,8 @@ def test_claim_verdicts_follow_the_rule_on_the_paired_difference():
     frame = pd.DataFrame(rows)
     claim = report._claim(frame)
     got = {c.claim: c.verdict for c in report.claims(TINY, frame, claim)}
-    assert len(got) == 2 * 2 + 3 and got.items() >= {"d, (a1 all items): AllRank ranks better than MF-RMSE by MAP": "reproduced",
+    assert len(got) == 2 * 2 + 3 and got.items() >= {
+                   "d, (a1 all items): AllRank ranks better than MF-RMSE by MAP": "reproduced",
                    "d, (a2 unrated items): AllRank ranks better than MF-RMSE by MAP": "tie",
                    "d, (b rated test items): MF-RMSE ranks better than AllRank": "reproduced",
                    "d, (b) split: MF-RMSE has the lower RMSE on the observed test ratings": "not reproduced",
