@@ -30,8 +30,10 @@ import scipy.sparse as sp
 
 from simrec import metrics, missing, reporting, validate
 from simrec.reporting import Claim
+from simrec.config import ConfigError
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit
+from simrec_studies.common.configs import checked
 
 SCORERS = ("noisy_oracle", "popularity")
 UNBIASED = ("adg", "recall@{k}", "atop")          # Thm 1 and its siblings
@@ -53,18 +55,14 @@ class UnbiasednessConfig:
     mnar_betas: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)  # MNAR bias strengths beta (0 = SRS)
 
     def __post_init__(self):
-        if not self.rates or any(not 0 < r <= 1 for r in self.rates):
-            raise ValueError(f"rates must be non-empty and in (0, 1], got {self.rates}")
-        if self.draws < 2:
-            raise ValueError(f"draws must be >= 2 (a standard error needs two), got {self.draws}")
-        if not (math.isfinite(self.oracle_noise) and self.oracle_noise >= 0):
-            raise ValueError(f"oracle_noise must be finite and >= 0, got {self.oracle_noise}")
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {self.k}")
-        if not 0 < self.mnar_rate <= 1:
-            raise ValueError(f"mnar_rate must be in (0, 1], got {self.mnar_rate}")
-        if any(not math.isfinite(b) for b in self.mnar_betas):
-            raise ValueError(f"mnar_betas must be finite, got {self.mnar_betas}")
+        if not self.rates:
+            raise ConfigError(f"rates must be a non-empty tuple of rates in (0, 1], got {self.rates}")
+        checked(validate.numbers, "rates", self.rates, low=0.0, low_open=True, high=1.0)
+        checked(validate.integer, "draws (a standard error needs two)", self.draws, low=2)
+        checked(validate.finite, "oracle_noise", self.oracle_noise, low=0.0)
+        checked(validate.integer, "k", self.k, low=1)
+        checked(validate.probability, "mnar_rate", self.mnar_rate, low_open=True)
+        checked(validate.numbers, "mnar_betas", self.mnar_betas)
 
     @property
     def metric_specs(self) -> tuple[str, ...]:

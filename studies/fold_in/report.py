@@ -151,6 +151,35 @@ def _difference_claim(claim: str, source_value: str, difference: float, se: floa
                  where)
 
 
+def _source_claims(config, name: str, models: pd.DataFrame, curves: pd.DataFrame,
+                   cross: pd.DataFrame) -> list[Claim]:
+    """A data source's claims (`claims`): the curve rises with L, curves cross, fold-in serves
+    new users."""
+    best = models["MANDCG (strong)"].drop("popularity").idxmax()
+    line = curves[(curves.data == name) & (curves.model == best)].set_index("L")
+    first, last = line.loc[1], line.loc[config.max_known]
+    clear = cross[cross.clear]
+    ours = ("; ".join(f"{c['leader before']} → {c['leader after']} at L = {c['L']}"
+                      for c in clear.to_dict("records"))
+            or f"none clear ({len(cross)} within noise)")
+    ials, popularity = models.loc["iALS"], models.loc["popularity"]
+    return [_difference_claim(
+                f"{name}: NDCG@{config.k} of a new user rises as they reveal more interactions "
+                f"(L = 1 to {config.max_known}; {best}, the best MANDCG but popularity)",
+                "rises with L, then levels off (NDCG@50)", last["mean"] - first["mean"],
+                math.hypot(first.se, last.se), "table_curves"),
+            Claim(FASTML, f"{name}: the curves of two models can cross, so the better one "
+                  f"depends on L (clear crossings, {config.level:.0%} CIs apart)",
+                  "a crossing near L = 50", ours,
+                  "reproduced" if len(clear) else "tie" if len(cross) else "not reproduced",
+                  where="table_crossings"),
+            _difference_claim(
+                f"{name}: a factor model trained once serves new users by fold-in (item factors "
+                f"fixed, a ridge solve for the user): iALS's MANDCG minus popularity's",
+                "", ials["MANDCG (strong)"] - popularity["MANDCG (strong)"],
+                math.hypot(ials["MANDCG se"], popularity["MANDCG se"]), "table_mandcg")]
+
+
 def claims(config: FoldInConfig, table: pd.DataFrame, curves: pd.DataFrame,
            crossings: pd.DataFrame) -> list[Claim]:
     """The FastML note's claims beside ours: per data source, that the curve of a new user rises
@@ -162,33 +191,9 @@ def claims(config: FoldInConfig, table: pd.DataFrame, curves: pd.DataFrame,
     standard error over the same users, not the per-user differences, so a difference's standard
     error combines the two as if they were independent: conservative when the users' values are
     positively correlated, as they are here."""
-    out = []
-    for name, part in table.groupby("data", sort=False):
-        models = part.set_index("model")
-        best = models["MANDCG (strong)"].drop("popularity").idxmax()
-        line = curves[(curves.data == name) & (curves.model == best)].set_index("L")
-        first, last = line.loc[1], line.loc[config.max_known]
-        out.append(_difference_claim(
-            f"{name}: NDCG@{config.k} of a new user rises as they reveal more interactions "
-            f"(L = 1 to {config.max_known}; {best}, the best MANDCG but popularity)",
-            "rises with L, then levels off (NDCG@50)", last["mean"] - first["mean"],
-            math.hypot(first.se, last.se), "table_curves"))
-        cross = crossings[crossings.data == name]
-        clear = cross[cross.clear]
-        ours = ("; ".join(f"{c['leader before']} → {c['leader after']} at L = {c['L']}"
-                          for c in clear.to_dict("records"))
-                or f"none clear ({len(cross)} within noise)")
-        out.append(Claim(FASTML, f"{name}: the curves of two models can cross, so the better one "
-                         f"depends on L (clear crossings, {config.level:.0%} CIs apart)",
-                         "a crossing near L = 50", ours,
-                         "reproduced" if len(clear) else "tie" if len(cross) else "not reproduced",
-                         where="table_crossings"))
-        ials, popularity = models.loc["iALS"], models.loc["popularity"]
-        out.append(_difference_claim(
-            f"{name}: a factor model trained once serves new users by fold-in (item factors "
-            f"fixed, a ridge solve for the user): iALS's MANDCG minus popularity's",
-            "", ials["MANDCG (strong)"] - popularity["MANDCG (strong)"],
-            math.hypot(ials["MANDCG se"], popularity["MANDCG se"]), "table_mandcg"))
+    out = [claim for name, part in table.groupby("data", sort=False)
+           for claim in _source_claims(config, name, part.set_index("model"), curves,
+                                       crossings[crossings.data == name])]
     area = curves.groupby(["data", "model"], sort=False)["mean"].mean()
     deviation = float((table.set_index(["data", "model"])["MANDCG (strong)"] - area).abs().max())
     out.append(Claim(FASTML, "MANDCG, the mean over users of each user's average NDCG@k over L = 1 "
@@ -236,50 +241,10 @@ def _summary_text(config, table, crossings, chosen) -> str:
              "after it never at a larger one.",
              ""]
     for data_name, part in table.groupby("data", sort=False):
-        ranked = part.sort_values("MANDCG (strong)", ascending=False)
-        picked = chosen[chosen.data == data_name].set_index("model")
-        lines.append(f"- {data_name} ({int(part['evaluated users'].iloc[0])} held-out test users, "
-                     f"{int(picked['validation users'].iloc[0])} validation users; fitted, tuned "
-                     f"and evaluated in {part['cell wall time (s)'].sum():.0f} s): "
-                     "MANDCG " + ", ".join(
-                         f"{row.model} {reporting.plus_minus(row['MANDCG (strong)'], row['MANDCG se'], '.3f')}"
-                         for _, row in ranked.iterrows())
-                     + f"; weak NDCG@{config.k} " + ", ".join(
-                         f"{row.model} {row[f'NDCG@{config.k} weak']:.3f}"
-                         for _, row in ranked.iterrows()))
-        lines.append("  selected: " + "; ".join(
-            f"{model} {row.selected}" for model, row in picked.iterrows() if row.selected))
-        cross = crossings[crossings.data == data_name]
-        if len(cross):
-            lines.append("  crossings: " + "; ".join(
-                f"{c['leader before']} -> {c['leader after']} at L = {c['L']}"
-                + ("" if c["clear"] else "*") for c in cross.to_dict("records")))
-        else:
-            lines.append("  no crossings of mean curves")
-    lines += ["", "Claims of the FastML note (`table_claims`): a new user's NDCG@K should rise as they "
-              "reveal more interactions (judged on the best model that reads the history; popularity "
-              "ignores it, and as NDCG@K is computed on the user's remaining items, which shrink as "
-              "L grows, its curve falls); two models' curves can cross, the note's near L = 50 "
-              f"(ours end at L = {config.max_known}, so a crossing that late is out of reach); a "
-              "factor model serves new users by fold-in without retraining (iALS against "
-              "popularity); MANDCG is the mean of the curve over L; and the note's test set of "
-              "about 1000 users. The note reports no table, only a figure, so its numbers beside "
-              "ours are its K, L and sample size. The records hold each curve point's mean and "
-              "standard error over the same users, not per-user differences, so a difference's "
-              "standard error treats the two as independent (conservative for positively "
-              "correlated users); a verdict holds beyond 2 of those standard errors. A crossing is "
-              f"clear when the two {config.level:.0%} confidence intervals separate on both sides "
-              "of it, a stricter rule than 2 SE of the difference."]
+        lines += _source_lines(config, data_name, part, crossings[crossings.data == data_name],
+                               chosen[chosen.data == data_name].set_index("model"))
+    lines += ["", _claims_paragraph(config), "", _convergence_paragraph(chosen)]
     edges = chosen[chosen["at grid edge"] != ""]
-    net = chosen[chosen["ran to maximum"] == "yes"]
-    lines += ["", "Convergence: " + (
-        "every selected trained model stopped early (patience) before its maximum budget."
-        if net.empty else "the selected " + "; ".join(f"{r.data} {r.model}" for _, r in
-                                                      net.iterrows())
-        + " ran to the maximum budget without stopping early (raise `pairs` / `ials_sweeps`).")
-        + " MF-ADG's training λ and fold-in λ interact: a smaller training λ gives larger item "
-        "factors, so the best fold-in λ is larger; the top fold-in values rank by summed item "
-        "similarity (the λ → ∞ limit), the top k values make every item a neighbour."]
     lines += ["", "Grid edges (`table_selected`, column 'at grid edge'): " + (
         "none — every selected value is inside its grid." if edges.empty else "; ".join(
             f"{r.data} {r.model}: {r['at grid edge']} (widen that grid)"
@@ -293,3 +258,57 @@ def _summary_text(config, table, crossings, chosen) -> str:
                      f"positive, artists with fewer than {config.lastfm_min_item} listeners "
                      "dropped.")
     return "\n".join(lines)
+
+
+def _source_lines(config, data_name: str, part: pd.DataFrame, cross: pd.DataFrame,
+                  picked: pd.DataFrame) -> list[str]:
+    """A data source's MANDCG and weak NDCG@k per model (best first), selections and crossings."""
+    ranked = part.sort_values("MANDCG (strong)", ascending=False)
+    lines = [f"- {data_name} ({int(part['evaluated users'].iloc[0])} held-out test users, "
+             f"{int(picked['validation users'].iloc[0])} validation users; fitted, tuned "
+             f"and evaluated in {part['cell wall time (s)'].sum():.0f} s): "
+             "MANDCG " + ", ".join(
+                 f"{row.model} {reporting.plus_minus(row['MANDCG (strong)'], row['MANDCG se'], '.3f')}"
+                 for _, row in ranked.iterrows())
+             + f"; weak NDCG@{config.k} " + ", ".join(
+                 f"{row.model} {row[f'NDCG@{config.k} weak']:.3f}" for _, row in ranked.iterrows()),
+             "  selected: " + "; ".join(
+                 f"{model} {row.selected}" for model, row in picked.iterrows() if row.selected)]
+    if len(cross):
+        lines.append("  crossings: " + "; ".join(
+            f"{c['leader before']} -> {c['leader after']} at L = {c['L']}"
+            + ("" if c["clear"] else "*") for c in cross.to_dict("records")))
+    else:
+        lines.append("  no crossings of mean curves")
+    return lines
+
+
+def _claims_paragraph(config) -> str:
+    """What `table_claims` judges, and its caveats."""
+    return ("Claims of the FastML note (`table_claims`): a new user's NDCG@K should rise as they "
+            "reveal more interactions (judged on the best model that reads the history; popularity "
+            "ignores it, and as NDCG@K is computed on the user's remaining items, which shrink as "
+            "L grows, its curve falls); two models' curves can cross, the note's near L = 50 "
+            f"(ours end at L = {config.max_known}, so a crossing that late is out of reach); a "
+            "factor model serves new users by fold-in without retraining (iALS against "
+            "popularity); MANDCG is the mean of the curve over L; and the note's test set of "
+            "about 1000 users. The note reports no table, only a figure, so its numbers beside "
+            "ours are its K, L and sample size. The records hold each curve point's mean and "
+            "standard error over the same users, not per-user differences, so a difference's "
+            "standard error treats the two as independent (conservative for positively "
+            "correlated users); a verdict holds beyond 2 of those standard errors. A crossing is "
+            f"clear when the two {config.level:.0%} confidence intervals separate on both sides "
+            "of it, a stricter rule than 2 SE of the difference.")
+
+
+def _convergence_paragraph(chosen: pd.DataFrame) -> str:
+    """Whether a selected trained model ran to its maximum budget, and how the grids interact."""
+    net = chosen[chosen["ran to maximum"] == "yes"]
+    return "Convergence: " + (
+        "every selected trained model stopped early (patience) before its maximum budget."
+        if net.empty else "the selected " + "; ".join(f"{r.data} {r.model}" for _, r in
+                                                      net.iterrows())
+        + " ran to the maximum budget without stopping early (raise `pairs` / `ials_sweeps`).") \
+        + (" MF-ADG's training λ and fold-in λ interact: a smaller training λ gives larger item "
+           "factors, so the best fold-in λ is larger; the top fold-in values rank by summed item "
+           "similarity (the λ → ∞ limit), the top k values make every item a neighbour.")

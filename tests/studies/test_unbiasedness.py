@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 from simrec import metrics, missing, runner
+from simrec.config import ConfigError
 from simrec.world import WorldConfig
 from simrec_studies import unbiasedness
 
@@ -150,8 +151,10 @@ def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
     assert not [name for name, value in vars(unbiasedness).items() if hasattr(value, "cache_info")]
 
 
-def test_config_validation_names_the_field():
-    with pytest.raises(ValueError, match="rates must be"):
-        unbiasedness.UnbiasednessConfig(rates=(0.0, 0.5))
-    with pytest.raises(ValueError, match="draws must be >= 2"):
-        unbiasedness.UnbiasednessConfig(draws=1)
+@pytest.mark.parametrize("overrides, field", [({"rates": (0.0, 0.5)}, "rates"), ({"rates": ()}, "rates"),
+                                             ({"draws": 1}, "draws"), ({"oracle_noise": -1.0}, "oracle_noise"),
+                                             ({"k": 0}, "k"), ({"mnar_rate": 0.0}, "mnar_rate"),
+                                             ({"mnar_betas": (math.inf,)}, "mnar_betas")])
+def test_config_validation_names_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=f"^{field}"):
+        dataclasses.replace(unbiasedness.PRESETS["default"], **overrides)
