@@ -28,9 +28,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from simrec import metrics, missing, validate
+from simrec import metrics, missing, reporting, validate
+from simrec.reporting import Claim
+from simrec.config import ConfigError
 from simrec.runner import Report, Study, cell_key, shared_key
 from simrec.world import WorldConfig, make_world, quality_logit
+from simrec_studies.common.configs import checked
 
 SCORERS = ("noisy_oracle", "popularity")
 UNBIASED = ("adg", "recall@{k}", "atop")          # Thm 1 and its siblings
@@ -52,18 +55,14 @@ class UnbiasednessConfig:
     mnar_betas: tuple[float, ...] = (0.0, 0.5, 1.0, 1.5, 2.0)  # MNAR bias strengths beta (0 = SRS)
 
     def __post_init__(self):
-        if not self.rates or any(not 0 < r <= 1 for r in self.rates):
-            raise ValueError(f"rates must be non-empty and in (0, 1], got {self.rates}")
-        if self.draws < 2:
-            raise ValueError(f"draws must be >= 2 (a standard error needs two), got {self.draws}")
-        if not (math.isfinite(self.oracle_noise) and self.oracle_noise >= 0):
-            raise ValueError(f"oracle_noise must be finite and >= 0, got {self.oracle_noise}")
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {self.k}")
-        if not 0 < self.mnar_rate <= 1:
-            raise ValueError(f"mnar_rate must be in (0, 1], got {self.mnar_rate}")
-        if any(not math.isfinite(b) for b in self.mnar_betas):
-            raise ValueError(f"mnar_betas must be finite, got {self.mnar_betas}")
+        if not self.rates:
+            raise ConfigError(f"rates must be a non-empty tuple of rates in (0, 1], got {self.rates}")
+        checked(validate.numbers, "rates", self.rates, low=0.0, low_open=True, high=1.0)
+        checked(validate.integer, "draws (a standard error needs two)", self.draws, low=2)
+        checked(validate.finite, "oracle_noise", self.oracle_noise, low=0.0)
+        checked(validate.integer, "k", self.k, low=1)
+        checked(validate.probability, "mnar_rate", self.mnar_rate, low_open=True)
+        checked(validate.numbers, "mnar_betas", self.mnar_betas)
 
     @property
     def metric_specs(self) -> tuple[str, ...]:
@@ -171,16 +170,18 @@ def _values(part: pd.DataFrame, metric: str, statistic: str) -> pd.Series:
 
 
 def _rows(config, records: pd.DataFrame) -> pd.DataFrame:
-    """One row per (cell, metric): mean over draws, its SE, the ratio to the complete-data value
-    with a 95% interval, and z-scores against the complete value and (nDCG) Thm 2."""
+    """One row per (cell, metric): mean over draws and its SE (`reporting.mean_se`), the ratio to
+    the complete-data value with a 95% interval, and z-scores against the complete value and
+    (nDCG) Thm 2."""
+    keys = ["scorer", "observation", "param", "metric"]
+    over_draws = reporting.mean_se(records[records.statistic == "observed"], keys, "value")
+    over_draws = {tuple(row[:4]): (row.mean, row.se) for row in over_draws.itertuples(index=False)}
     rows = []
-    for (scorer, observation, param), part in records.groupby(["scorer", "observation", "param"],
-                                                              sort=False):
+    for (scorer, observation, param), part in records.groupby(keys[:3], sort=False):
         thm2 = float(_values(part, "ndcg", "thm2").iloc[0])
         for spec in config.metric_specs:
-            draws = _values(part, spec, "observed").to_numpy()
-            obs, comp = draws.mean(), float(_values(part, spec, "complete").iloc[0])
-            se = draws.std(ddof=1) / math.sqrt(len(draws))
+            obs, se = over_draws[(scorer, observation, param, spec)]
+            comp = float(_values(part, spec, "complete").iloc[0])
             claim = thm2 if spec == "ndcg" else comp
             rows.append({"scorer": scorer, "observation": observation, "param": param,
                          "metric": spec, "comp": comp, "obs": obs, "se": se,
@@ -195,86 +196,143 @@ def _rows(config, records: pd.DataFrame) -> pd.DataFrame:
 def _z(diff: float, se: float, scale: float) -> float:
     """diff / se, treating both as zero below float64 round-off of the metric's scale (at rate 1
     every draw observes all of P+, so obs = comp up to summation order)."""
+    diff, se = _rounded(diff, se, scale)
+    if se > 0:
+        return diff / se
+    return 0.0 if diff == 0 else math.copysign(math.inf, diff)
+
+
+def _rounded(diff: float, se: float, scale: float) -> tuple[float, float]:
+    """(diff, se) with an se below float64 round-off of the metric's scale taken as 0, and then a
+    diff below it as 0 too."""
     tiny = 1e-12 * abs(scale)
     if se > tiny:
-        return diff / se
-    return 0.0 if abs(diff) <= tiny else math.copysign(math.inf, diff)
+        return diff, se
+    return (0.0 if abs(diff) <= tiny else diff), 0.0
 
 
-def report(config: UnbiasednessConfig, records: pd.DataFrame) -> Report:
-    import seaborn as sns
+def agrees(diff: float, se: float, scale: float) -> bool:
+    """Whether the mean over draws agrees with a claimed expectation: `reporting.verdict` of the
+    difference is a tie at `Z_LIMIT` standard errors (a difference and SE below round-off of
+    the metric's scale count as 0, `_rounded`)."""
+    return reporting.verdict(*_rounded(diff, se, scale), z=Z_LIMIT).verdict == "tie"
 
-    frame = _rows(config, records)
-    srs = frame[frame.observation == "srs"].rename(columns={"param": "rate"})
-    mnar = frame[frame.observation == "mnar_popularity"].rename(columns={"param": "beta"})
+
+def _summary(config, srs: pd.DataFrame) -> pd.DataFrame:
+    """Per (scorer, metric) under SRS: the claim, the largest |z| against the complete value and
+    (nDCG) against Thm 2, the range of obs / comp, and whether the claim holds at every rate
+    (`agrees`: within `Z_LIMIT` standard errors)."""
     unbiased = {u.format(k=config.k) for u in UNBIASED}
-
-    summary_rows = []
+    rows = []
     for (scorer, metric), group in srs.groupby(["scorer", "metric"], sort=False):
-        worst = group.z_vs_comp.abs().max()
         if metric in unbiased:
-            claim, verdict = "unbiased (Thm 1)" if metric == "adg" else "unbiased", worst < Z_LIMIT
+            claim = "unbiased (Thm 1)" if metric == "adg" else "unbiased"
+            verdict = all(agrees(r.obs - r.comp, r.se, r.comp) for r in group.itertuples())
         elif metric == "ndcg":
-            worst_thm2 = group.z_vs_thm2.abs().max()
-            claim, verdict = "E[obs] = Thm 2 factor x comp", worst_thm2 < Z_LIMIT
+            claim = "E[obs] = Thm 2 factor x comp"
+            verdict = all(agrees(r.obs - r.thm2, r.se, r.comp) for r in group.itertuples())
         else:
             claim, verdict = "no guarantee", None
-        summary_rows.append({
+        rows.append({
             "scorer": scorer, "metric": metric, "claim": claim,
-            "max |z| obs vs comp": worst,
+            "max |z| obs vs comp": group.z_vs_comp.abs().max(),
             "max |z| obs vs Thm 2": group.z_vs_thm2.abs().max() if metric == "ndcg" else np.nan,
             "min ratio": group.ratio.min(), "max ratio": group.ratio.max(),
             "holds": "–" if verdict is None else ("yes" if verdict else "**no**")})
-    summary = pd.DataFrame(summary_rows)
+    return pd.DataFrame(rows)
+
+
+def claims(config, summary: pd.DataFrame, srs: pd.DataFrame) -> list[Claim]:
+    """Lim et al.'s statements beside ours, per scorer: ADG (Thm 1), Recall@k and ATOP (the
+    result of Steck they build on) unbiased under SRS, E[NDCG_obs] equal to Thm 2's factor times
+    NDCG_comp, and NDCG_obs biased downwards when |O+| < |P+| (at the smallest rate). The first
+    three hold when the mean over draws agrees with the claim at every rate (`agrees`); ours is
+    the ratio obs / comp farthest from the claim (Thm 2: from its prediction)."""
+    where = {"adg": "Lim et al. RecSys'15, Thm 1", "ndcg": "Lim et al. RecSys'15, Thm 2"}
+    out = []
+    for row in summary[summary.holds != "–"].itertuples():
+        group = srs[(srs.scorer == row.scorer) & (srs.metric == row.metric)]
+        target = group.thm2 if row.metric == "ndcg" else group.comp
+        ratio = group.obs / target
+        worst = (ratio - 1).abs().idxmax()
+        claim = (f"{row.scorer.replace('_', ' ')}: E[{row.metric} on O+] = "
+                 + ("Thm 2 factor x nDCG on P+" if row.metric == "ndcg" else f"{row.metric} on P+")
+                 + f" under SRS (every rate within {Z_LIMIT:g} SE; ours: obs / claim farthest from 1)")
+        out.append(Claim(where.get(row.metric, "Lim et al. RecSys'15, §2 (after Steck)"), claim,
+                         "1 (exact)", float(ratio[worst]),
+                         "reproduced" if row.holds == "yes" else "not reproduced",
+                         float(group.se[worst] / target[worst]), "table_srs"))
+    for scorer, group in srs[srs.metric == "ndcg"].groupby("scorer", sort=False):
+        low = group.loc[group.rate.idxmin()]
+        decided = reporting.verdict(low.obs - low.comp, low.se, expect="less")
+        out.append(Claim("Lim et al. RecSys'15, Thm 2",
+                         f"{scorer.replace('_', ' ')}: nDCG on O+ underestimates nDCG on P+ when "
+                         f"|O+| < |P+| (rate {low.rate:g}; ours: obs / comp)", "< 1",
+                         float(low.ratio), "reproduced" if decided.verdict == "holds" else
+                         "not reproduced", float(low.se / low.comp), "table_srs"))
+    return out
+
+
+def report(config: UnbiasednessConfig, records: pd.DataFrame) -> Report:
+    frame = _rows(config, records)
+    srs = frame[frame.observation == "srs"].rename(columns={"param": "rate"})
+    mnar = frame[frame.observation == "mnar_popularity"].rename(columns={"param": "beta"})
+    summary = _summary(config, srs)
 
     table_srs = srs[["scorer", "metric", "rate", "comp", "obs", "se", "ratio", "ratio_lo", "ratio_hi",
                      "z_vs_comp", "thm2", "z_vs_thm2"]].reset_index(drop=True)
     table_mnar = mnar[["scorer", "metric", "beta", "comp", "obs", "se", "ratio", "ratio_lo",
                        "ratio_hi", "z_vs_comp"]].reset_index(drop=True)
 
-    with sns.axes_style("whitegrid"), sns.plotting_context("paper"):
-        order = list(config.metric_specs)
-        fig_srs = _ratio_figure(srs, "rate", order, "observation rate |O+|/|P+|",
-                                "Metric on observed O+ / metric on complete P+ (SRS; 95% CI over draws)")
+    order = list(config.metric_specs)
+    fig_srs = _ratio_figure(srs, "rate", order, "observation rate |O+|/|P+|",
+                            "Metric on observed O+ / metric on complete P+ (SRS; 95% CI over draws)")
+    with reporting.theme():
         for ax, scorer in zip(fig_srs.axes, SCORERS):
             thm = srs[(srs.scorer == scorer) & (srs.metric == "ndcg")].sort_values("rate")
             ax.plot(thm.rate, thm.thm2 / thm.comp, ls="--", color=NEAR_BLACK, lw=1.2,
-                        label="Thm 2 prediction (nDCG)")
+                    label="Thm 2 prediction (nDCG)")
         fig_srs.axes[-1].legend(fontsize=7, loc="lower right", ncol=2)
-        fig_mnar = _ratio_figure(mnar, "beta", order, "popularity bias strength beta",
-                                 f"Popularity-biased observation at rate {config.mnar_rate}: obs / comp")
+    fig_mnar = _ratio_figure(mnar, "beta", order, "popularity bias strength beta",
+                             f"Popularity-biased observation at rate {config.mnar_rate}: obs / comp")
     users = records[records.statistic == "users"].value
     n = int(users.iloc[0]) if len(users) else 0
     text = _summary_text(config, summary, mnar, n)
     return Report(tables={"table_summary": summary, "table_srs": table_srs, "table_mnar": table_mnar},
-                  figures={"fig_ratio_srs": fig_srs, "fig_ratio_mnar": fig_mnar}, summary=text)
+                  figures={"fig_ratio_srs": fig_srs, "fig_ratio_mnar": fig_mnar}, summary=text,
+                  claims=claims(config, summary, srs))
 
 
 def _ratio_figure(frame, x, order, xlabel, title):
-    import matplotlib.pyplot as plt
     import seaborn as sns
-    fig, axes = plt.subplots(1, len(SCORERS), figsize=(5.2 * len(SCORERS), 3.8), sharey=True)
+    fig, axes = reporting.figure(1, len(SCORERS), width=5.2, height=3.8, sharey=True)
     palette = dict(zip(order, sns.color_palette("tab10", len(order))))
-    for ax, scorer in zip(np.atleast_1d(axes), SCORERS):
-        part = frame[frame.scorer == scorer]
-        for metric in order:
-            line = part[part.metric == metric].sort_values(x)
-            ax.plot(line[x], line.ratio, marker="o", ms=3, color=palette[metric], label=metric)
-            ax.fill_between(line[x], line.ratio_lo, line.ratio_hi, color=palette[metric], alpha=0.2)
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(scorer.replace("_", " "))
-        ax.set_xlabel(xlabel)
-    np.atleast_1d(axes)[0].set_ylabel("obs / comp")
-    np.atleast_1d(axes)[-1].legend(fontsize=7, loc="best", ncol=2)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    with reporting.theme():
+        for ax, scorer in zip(axes[0], SCORERS):
+            part = frame[frame.scorer == scorer]
+            for metric in order:
+                line = part[part.metric == metric].sort_values(x)
+                ax.plot(line[x], line.ratio, marker="o", ms=3, color=palette[metric], label=metric)
+                ax.fill_between(line[x], line.ratio_lo, line.ratio_hi, color=palette[metric], alpha=0.2)
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_title(scorer.replace("_", " "))
+            ax.set_xlabel(xlabel)
+        axes[0, 0].set_ylabel("obs / comp")
+        axes[0, -1].legend(fontsize=7, loc="best", ncol=2)
+        fig.suptitle(title, fontsize=10)
+        fig.tight_layout()
     return fig
 
 
 def _summary_text(config, summary, mnar, n_users) -> str:
     lines = [f"World {config.world.n_users} users x {config.world.n_items} items ({n_users} users "
-             f"with observations); {config.draws} SRS draws per rate; a claim holds when "
-             f"|z| < {Z_LIMIT} at every rate (z = (mean over draws - claim) / SE).", ""]
+             f"with observations); {config.draws} SRS draws per rate; a claim of an expectation "
+             f"holds when the mean over draws agrees with it at every rate: the verdict rule of "
+             f"`simrec.reporting` at {Z_LIMIT:g} standard errors (not 2: one claim is checked at "
+             f"{len(config.rates)} rates) calls the difference a tie (z = (mean over draws - "
+             "claim) / SE). `table_claims` puts each theorem's statement beside ours: the ratio "
+             "obs / claim farthest from 1 over the rates, which Lim et al. state is 1 in "
+             "expectation.", ""]
     for row in summary.to_dict("records"):
         if row["holds"] != "–":
             z = row["max |z| obs vs Thm 2"] if row["metric"] == "ndcg" else row["max |z| obs vs comp"]
