@@ -23,8 +23,9 @@ Downstream, each replication also logs `scenario.log_sessions` sessions of the s
 epsilon-greedy logger R₀, and every curve (projected onto a non-increasing table,
 `feed.curve_view_model`) is used as the `pbm` discount of DCG: the estimated improvement Δ of each
 target over R₀ (`simrec_studies.common.differences.offline_differences`, through `simrec.ope`:
-exposures of R₀ and R_t under the curve, clipping m = 1 = labels C, m = ∞ = labels Q̂), against the exact online difference V(R_t) − V(R₀)
-(`feed.online_value`). References: the true curve and `fit_view_model` on that log's own views.
+exposures of R₀ and R_t under the curve, clipping m = 1 = labels C, m = ∞ = labels Q̂), against the
+exact online difference V(R_t) − V(R₀) (`feed.online_value`). References: the true curve and
+`fit_view_model` on that log's own views.
 Reported: bias and RMSE of Δ, TPR (improving targets whose `confidence` CI is above 0) and FPR
 (harmful targets whose CI is above 0), over targets x signals x replications.
 

@@ -161,16 +161,12 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _summary(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFrame, slopes: pd.DataFrame,
-             down: pd.DataFrame) -> str:
+def _curve_lines(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFrame,
+                 slopes: pd.DataFrame) -> list[str]:
+    """Per level: each curve's error at the largest N, the smallest against the others (the 2-SE
+    rule over replications, `reporting.verdict`), and the log-log slopes."""
     largest, smallest = max(config.sessions), min(config.sessions)
-    lines = ["# Position bias from clicks", "",
-             "How well three click-only estimators recover the examination curve θ_k = P(V=1 | rank k) of a "
-             "simulated feed, and what using the learnt curve as DCG's `pbm` discount does to the off-policy "
-             "estimate of a target's improvement over the logger. Both levels are position-based models "
-             "(level 1: scroll budget, level 2: exponential, with level 2's cascade and satiation switched off), "
-             f"day 0, {config.replications} replications per log size; the clicks are `{config.signal}`.", ""]
-    lines += ["## Claims", ""]
+    lines = []
     for level in config.levels:
         at = table[(table.level == level) & (table.sessions == largest)].set_index("estimator")
         parts = [f"{LABELS[e]} {_fmt(at.rmse_mean[e])} (sd {_fmt(at.rmse_sd[e])})" for e in ESTIMATORS if e in at.index]
@@ -192,6 +188,14 @@ def _summary(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFra
         lines.append(f"  Slope of log RMSE on log N ({smallest:,} … {largest:,}): "
                      + ", ".join(f"{LABELS[e]} {s[e]:.2f}" for e in ESTIMATORS if e in s.index)
                      + " (−0.5 = root-N; flatter means a bias floor).")
+    return lines
+
+
+def _downstream_lines(config: PositionBiasConfig, down: pd.DataFrame) -> list[str]:
+    """Per level: DCG (pbm, Q̂, m = ∞) under the true curve and under each learnt one, each against
+    the true curve's |error| on the same settings (`reporting.verdict`)."""
+    largest, smallest = max(config.sessions), min(config.sessions)
+    lines = []
     inf = down[np.isinf(down.m)]
     for level in config.levels:
         g = inf[inf.level == level].set_index(["estimator", "sessions"])
@@ -215,6 +219,13 @@ def _summary(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFra
                      f"true curve bias {_fmt(true.bias)} ± {_fmt(true.bias_se)}, RMSE {_fmt(true.rmse)}, TPR "
                      f"{true.TPR:.2f}, FPR {_fmt(true.FPR)}; with curves learnt from N = {largest:,} sessions: "
                      + "; ".join(items) + ".")
+    return lines
+
+
+def _clipped_lines(config: PositionBiasConfig, down: pd.DataFrame) -> list[str]:
+    """Per level: DCG with raw labels (m = 1), whose bias no curve moves much."""
+    largest = max(config.sessions)
+    lines = []
     clipped = down[down.m == 1.0]
     for level in config.levels:
         g = clipped[clipped.level == level].set_index(["estimator", "sessions"])
@@ -224,7 +235,11 @@ def _summary(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFra
                      f"true curve (mean |true Δ| {_fmt(true.mean_abs_exact)}), TPR {true.TPR:.2f}; every curve learnt "
                      f"from N = {largest:,} sessions moves the bias by at most {_fmt(spread)}: with raw labels the "
                      f"estimator's own bias, not the curve, decides.")
-    lines += ["", "## Evidence", "",
+    return lines
+
+
+def _evidence_and_caveats(config: PositionBiasConfig) -> list[str]:
+    return ["", "## Evidence", "",
               "- `table_curve_error`: RMSE over ranks of each estimator's curve against the truth, mean and sd over "
               "replications, the mean of the largest relative error over ranks, and how many ranks each identified.",
               "- `table_slopes`: the slope of log RMSE on log N.",
@@ -253,6 +268,19 @@ def _summary(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFra
               "(`feed.curve_view_model`) before use.",
               "- Downstream settings are few (targets x signals x replications on one day), so TPR and FPR are "
               "coarse; the OPE log is the scenario's default size, so the true curve itself carries IPS noise."]
+
+
+def _summary(config: PositionBiasConfig, errors: pd.DataFrame, table: pd.DataFrame, slopes: pd.DataFrame,
+             down: pd.DataFrame) -> str:
+    lines = ["# Position bias from clicks", "",
+             "How well three click-only estimators recover the examination curve θ_k = P(V=1 | rank k) of a "
+             "simulated feed, and what using the learnt curve as DCG's `pbm` discount does to the off-policy "
+             "estimate of a target's improvement over the logger. Both levels are position-based models "
+             "(level 1: scroll budget, level 2: exponential, with level 2's cascade and satiation switched off), "
+             f"day 0, {config.replications} replications per log size; the clicks are `{config.signal}`.", ""]
+    lines += ["## Claims", ""]
+    lines += _curve_lines(config, errors, table, slopes) + _downstream_lines(config, down)
+    lines += _clipped_lines(config, down) + _evidence_and_caveats(config)
     return "\n".join(lines)
 
 

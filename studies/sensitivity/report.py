@@ -435,6 +435,30 @@ def _aa_logs_text(config, rates: pd.DataFrame, frame: pd.DataFrame) -> str:
             f"here, above 1 that they are too narrow for these importance weights.")
 
 
+def _figures(config: SensitivityConfig, rates: pd.DataFrame, lift: pd.DataFrame, mechanism: pd.DataFrame) -> dict:
+    """TPR, mean p, FPR, bias / RMSE of the lift and the top-10 % iDCG split against m (`_curves`)."""
+    long_fpr = rates.melt(id_vars=["scope", "metric", "m"], value_vars=[f"FPR_{kind}" for kind in NULL_KINDS],
+                          var_name="kind", value_name="FPR")
+    all_lift = lift[lift.kind == "all"].melt(id_vars=["scope", "metric", "m"], value_vars=["bias", "rmse"],
+                                             var_name="error", value_name="value")
+    parts = mechanism.melt(id_vars=["scope", "metric", "m"], value_vars=["from_top_10pct_idcg", "from_rest"],
+                           var_name="sessions", value_name="part")
+    return {
+        "fig_tpr": _curves(config, rates, "TPR", "TPR (99% CI > 0)", "Sensitivity to verified online improvements",
+                           rate=True),
+        "fig_mean_p": _curves(config, rates, "mean_p", "mean one-sided p", "Mean p-value (H0: Δ <= 0) of the "
+                              "improving settings", log=True),
+        "fig_fpr": _curves(config, long_fpr, "FPR", "FPR", "False positives on A/A and harmful targets",
+                           style="kind", rate=True),
+        "fig_bias_rmse": _curves(config, all_lift, "value", "error of the relative lift",
+                                 "Bias and RMSE of the estimated lift vs the exact online lift", style="error",
+                                 zero=True),
+        "fig_mechanism": _curves(config, parts, "part", "part of the estimated lift",
+                                 "Improving targets: lift from the top-10 % iDCG sessions vs the rest",
+                                 style="sessions", zero=True),
+    }
+
+
 def _sign_claim(rates: pd.DataFrame) -> Claim | None:
     """The paper's 100 % sign agreement beside our shares over the verified improving settings
     (every level), per metric over the m grid."""
@@ -468,26 +492,7 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
         index=["level", "day", "signal", "target", "m"], columns="metric", values="p")
     comparison["share_p_dcg_below_ndcg"] = comparison.m.map((paired.dcg < paired.ndcg).groupby("m").mean())
 
-    long_fpr = rates.melt(id_vars=["scope", "metric", "m"], value_vars=[f"FPR_{kind}" for kind in NULL_KINDS],
-                          var_name="kind", value_name="FPR")
-    all_lift = lift[lift.kind == "all"].melt(id_vars=["scope", "metric", "m"], value_vars=["bias", "rmse"],
-                                             var_name="error", value_name="value")
-    parts = mechanism.melt(id_vars=["scope", "metric", "m"], value_vars=["from_top_10pct_idcg", "from_rest"],
-                           var_name="sessions", value_name="part")
-    figures = {
-        "fig_tpr": _curves(config, rates, "TPR", "TPR (99% CI > 0)", "Sensitivity to verified online improvements",
-                           rate=True),
-        "fig_mean_p": _curves(config, rates, "mean_p", "mean one-sided p", "Mean p-value (H0: Δ <= 0) of the "
-                              "improving settings", log=True),
-        "fig_fpr": _curves(config, long_fpr, "FPR", "FPR", "False positives on A/A and harmful targets",
-                           style="kind", rate=True),
-        "fig_bias_rmse": _curves(config, all_lift, "value", "error of the relative lift",
-                                 "Bias and RMSE of the estimated lift vs the exact online lift", style="error",
-                                 zero=True),
-        "fig_mechanism": _curves(config, parts, "part", "part of the estimated lift",
-                                 "Improving targets: lift from the top-10 % iDCG sessions vs the rest",
-                                 style="sessions", zero=True),
-    }
+    figures = _figures(config, rates, lift, mechanism)
     non_aa = settings[settings.kind.isin(["improving", "harmful"])]
     failed = non_aa[~non_aa.verified]
     verified = settings[(settings.kind == "improving") & settings.verified]
