@@ -2,11 +2,14 @@
 what the studies ``sensitivity`` and ``position_bias`` measure of DCG and nDCG (Jeunen et al.
 KDD'24 §6.2, Fig. 1) for every clipping value m at once.
 
-`offline_differences` gives, per signal and target, the mean of Δ_τ(m) = f_τ(R_t) − f_τ(R₀)
-(f = clipped-IPS DCG and nDCG with the same-discount ideal) with its interval and one-sided
-p-value, the split of that mean into the sessions of the top 10 % of iDCG_τ(m) and the rest, and
-each target's own value; `target_values` the values alone (of a second log); `independent_aa`
-the difference of one target's values on two independent logs (an A/A test).
+The estimates come from the estimator registry (`simrec.ope`: `from_log` assembles the log's
+inputs, `contributions` the per-trajectory values f_τ(m) of "dcg" and "ndcg", `summarise` their
+means, standard errors and the paired differences against R₀). On top of the registry:
+`offline_differences` adds, per signal and target, the split of the mean difference
+Δ_τ(m) = f_τ(R_t) − f_τ(R₀) into the sessions of the top 10 % of iDCG_τ(m) and the rest, each
+target's lost exposure and the largest weight 1/ε₀; `target_values` gives the values alone (of a
+second log); `independent_aa` the difference of one target's values on two independent logs (an
+A/A test).
 """
 from __future__ import annotations
 
@@ -15,30 +18,24 @@ from scipy import stats as scipy_stats
 
 from simrec import feed, ope, stats
 
+METRICS = ("dcg", "ndcg")      # the registry's estimators scored: clipped-IPS DCG, same-discount nDCG
 TOP = 0.9                      # sessions with iDCG_τ above this quantile form the "top 10 %"
 
 
-def logged_exposures_by_policy(log: feed.Log, policies: dict, view):
-    """(ε of each policy's logged items {name: f32[N, K]} (`ope.logged_exposures`), its exposure
-    tables over the log's distinct contexts {name: f32[B, A]}, each session's row i64[N] in them)."""
-    contexts, position = np.unique(np.asarray(log.users), return_inverse=True)
-    tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
-    return ({name: ope.logged_exposures(log, table, contexts) for name, table in tables.items()}, tables,
-            position)
-
-
-def _per_trajectory(rewards, logging_exposure, exposure, viewed, discount, m, idcg, zero_ideal: str) -> dict:
-    """f_τ(m) of one policy on the log: {"dcg", "ndcg": f64[M, N]}."""
-    dcg = ope.trajectory_dcg(rewards, logging_exposure, exposure, viewed, m)
-    ndcg = ope.trajectory_ndcg(rewards, logging_exposure, exposure, viewed, discount, m, zero_ideal=zero_ideal,
-                               idcg=idcg)
-    return {"dcg": np.asarray(dcg, np.float64), "ndcg": np.asarray(ndcg, np.float64)}
+def _scored(log: feed.Log, logger: feed.Policy, targets: dict, view, m, zero_ideal: str):
+    """(`ope.from_log` of R₀ (as "R0") and the targets, {signal: `ope.contributions` of
+    `METRICS`})."""
+    on = ope.from_log(log, {"R0": logger, **targets}, view)
+    parts = {signal: ope.contributions(on.data[signal], on.targets[signal], m, estimators=METRICS,
+                                       options={"zero_ideal": zero_ideal})
+             for signal in log.signals}
+    return on, parts
 
 
 def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, confidence: float = 0.99,
                         zero_ideal: str = "zero") -> dict:
     """Per-trajectory differences Δ_τ(m) = f_τ(R_t) − f_τ(R₀) of every target on R₀'s log, for
-    f = DCG and nDCG and every m at once, summarised per signal and target.
+    f = DCG and nDCG and every m at once, summarised per signal and target (`ope.summarise`).
 
     log: R₀'s `feed.Log` (N >= 2 sessions, feed length K). logger, targets: R₀ and {name: R_t}.
     view: the view model the exposures ε₀, ε (`feed.exposure`) and the nDCG ideal's discount are
@@ -50,36 +47,31 @@ def offline_differences(log: feed.Log, logger: feed.Policy, targets: dict, view,
     exposure per session on items R₀ never exposes (Asm. 5); "max_weight": max 1/ε₀ over viewed items.
     """
     m = np.asarray(m, np.float64)
-    exposures, tables, position = logged_exposures_by_policy(log, {"R0": logger, **targets}, view)
-    logging_exposure = exposures.pop("R0")
-    lost = {name: float(np.mean(np.asarray(ope.support_loss(tables["R0"], tables[name]))[position]))
+    on, parts = _scored(log, logger, targets, view, m, zero_ideal)
+    lost = {name: float(np.mean(np.asarray(ope.support_loss(on.tables["R0"], on.tables[name]))[on.rows]))
             for name in targets}
-    discount = feed.view_probability(view, logger.feed_length)
+    logging_exposure = on.data[log.signals[0]].logging_exposure
     viewed_exposure = np.asarray(logging_exposure)[np.asarray(log.viewed)]
     out = {"lost": lost, "max_weight": float(1.0 / viewed_exposure.min()) if viewed_exposure.size else 1.0}
-    for s, signal in enumerate(log.signals):
-        rewards = log.rewards[s]
-        idcg = ope.ideal_dcg(rewards, logging_exposure, log.viewed, discount, m)
-        ideal = np.asarray(idcg, np.float64)
+    for signal in log.signals:
+        data = on.data[signal]
+        ideal = np.asarray(ope.ideal_dcg(data.rewards, data.logging_exposure, data.viewed, data.discount, m),
+                           np.float64)
         top = ideal > np.quantile(ideal, TOP, axis=1, keepdims=True)                      # bool[M, N]
-        base = _per_trajectory(rewards, logging_exposure, logging_exposure, log.viewed, discount, m, idcg,
-                               zero_ideal)
-        by_target = {"R0": {metric: np.nanmean(values, axis=1) for metric, values in base.items()}}
-        for name, exposure in exposures.items():
-            summary = {}
-            for metric, values in _per_trajectory(rewards, logging_exposure, exposure, log.viewed, discount, m,
-                                                  idcg, zero_ideal).items():
-                delta = values - base[metric]                                                 # f64[M, N]
-                mean, low, high, se = stats.mean_ci(delta, confidence, nan_policy="omit")
-                value, _, _, value_se = stats.mean_ci(values, confidence, nan_policy="omit")
+        summary = ope.summarise(parts[signal], m, baseline="R0", confidence=confidence)
+        by_target = {"R0": {metric: summary[metric, "R0"]["value"] for metric in METRICS}}
+        for name in targets:
+            by_target[name] = {}
+            for metric in METRICS:
+                delta = parts[signal][metric, name].numerator - parts[signal][metric, "R0"].numerator   # f64[M, N]
                 used = np.where(np.isnan(delta), 0.0, delta)
                 count = np.sum(~np.isnan(delta), axis=1)
-                summary[metric] = {"mean": mean, "se": se, "low": low, "high": high,
-                                   "p": stats.one_sided_p(delta, nan_policy="omit"),
-                                   "top": np.sum(used * top, axis=1) / count,
-                                   "rest": np.sum(used * ~top, axis=1) / count,
-                                   "value": value, "value_se": value_se}
-            by_target[name] = summary
+                s = summary[metric, name]
+                by_target[name][metric] = {"mean": s["difference"], "se": s["se"], "low": s["low"],
+                                           "high": s["high"], "p": s["p"],
+                                           "top": np.sum(used * top, axis=1) / count,
+                                           "rest": np.sum(used * ~top, axis=1) / count,
+                                           "value": s["value"], "value_se": s["value_se"]}
         out[signal] = by_target
     return out
 
@@ -90,20 +82,14 @@ def target_values(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *,
     `independent_aa` needs of the second log): {signal: {name: {metric: {"value", "value_se":
     f64[M]}}}}, equal to those entries of `offline_differences`."""
     m = np.asarray(m, np.float64)
-    exposures, _, _ = logged_exposures_by_policy(log, {"R0": logger, **targets}, view)
-    logging_exposure = exposures.pop("R0")
-    discount = feed.view_probability(view, logger.feed_length)
+    _, parts = _scored(log, logger, targets, view, m, zero_ideal)
     out = {}
-    for s, signal in enumerate(log.signals):
-        rewards = log.rewards[s]
-        idcg = ope.ideal_dcg(rewards, logging_exposure, log.viewed, discount, m)
-        out[signal] = {}
-        for name, exposure in exposures.items():
-            out[signal][name] = {}
-            for metric, values in _per_trajectory(rewards, logging_exposure, exposure, log.viewed, discount, m,
-                                                  idcg, zero_ideal).items():
-                value, _, _, value_se = stats.mean_ci(values, confidence, nan_policy="omit")
-                out[signal][name][metric] = {"value": value, "value_se": value_se}
+    for signal in log.signals:
+        summary = ope.summarise({key: c for key, c in parts[signal].items() if key[1] != "R0"}, m,
+                                confidence=confidence)
+        out[signal] = {name: {metric: {"value": summary[metric, name]["value"],
+                                       "value_se": summary[metric, name]["value_se"]} for metric in METRICS}
+                       for name in targets}
     return out
 
 

@@ -2,6 +2,7 @@
 state, and a tiny run end to end (records against the declared columns, curves at rank 1, the
 true curve in the records equal to the simulator's, tables, figures and README)."""
 import dataclasses
+import importlib
 import inspect
 import math
 import pickle
@@ -15,8 +16,10 @@ from simrec.runner import ConfigError
 from simrec_studies import position_bias, scenarios
 from simrec_studies.scenarios import NoisyOracle, Trained
 
-#: smaller than the smoke preset: one level, two tiny log sizes, one replication
-TINY = dataclasses.replace(position_bias.PRESETS["smoke"], sessions=(200, 800), replications=1)
+#: smaller than the smoke preset: one level, two tiny log sizes, one replication, a small OPE log
+#: and fewer EM steps
+TINY = dataclasses.replace(position_bias.PRESETS["smoke"], sessions=(200, 800), replications=1, em_iterations=50,
+                           scenario=dataclasses.replace(position_bias.PBM_SMOKE, log_sessions=512))
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +37,27 @@ def test_every_config_field_is_documented():
     assert not undocumented, undocumented
 
 
-def test_no_module_level_state():
-    assert not [name for name, value in vars(position_bias).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(position_bias)
-    for banned in ("lru_cache", "functools.cache", "global "):
+@pytest.mark.parametrize("name", ["", ".compute", ".report"])
+def test_no_module_level_state(name):
+    module = importlib.import_module(f"simrec_studies.position_bias{name}")
+    assert not [key for key, value in vars(module).items() if hasattr(value, "cache_info")]
+    source = inspect.getsource(module)
+    for banned in ("lru_cache", "functools.cache", "global ", "set_theme", "plt.subplots"):
         assert banned not in source, banned
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: the package's report module (and what only it
+    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
+    study = position_bias.STUDY
+    assert study.module == "simrec_studies.position_bias.compute"
+    assert runner.report_module(study) == "simrec_studies.position_bias.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.position_bias", "simrec_studies.position_bias.compute",
+            "simrec_studies.common.differences", "simrec.ope.registry"} <= set(closure)
+    assert not {"simrec_studies.position_bias.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("position_bias", "common", "scenarios")]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -94,8 +113,11 @@ def test_tiny_run_records_and_outputs(run):
     assert (down.rmse >= down.bias.abs() - 1e-12).all()
     for name in ("fig_curve_error", "fig_curves", "fig_downstream"):
         assert (out / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+    assert np.isfinite(down.bias_se).all() and (down.bias_se >= 0).all()      # SE over the settings (mean_se)
     readme = (out / "README.md").read_text()
     assert "## Claims" in readme and "## Caveats" in readme
+    # the verdicts against the true curve follow the 2-SE rule (reporting.verdict)
+    assert readme.count("the true curve)") + readme.count("true curve established") >= len(position_bias.DOWNSTREAM)
 
 
 def test_harvest_rankers_are_typed():

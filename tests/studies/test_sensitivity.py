@@ -1,8 +1,10 @@
 """The sensitivity study (Jeunen et al. KDD'24 Fig. 1, extended): its per-setting computations on
 small hand-built feeds against independent references, typed ranker configs and their overrides,
-and the smoke preset end to end — structure, rates in [0, 1], records against the declared
-columns, a byte-identical rerun from the cache, and a sweep over m via the CLI that reads the same
-cache."""
+and a tiny run end to end — structure, rates in [0, 1], records against the declared columns, the
+claims beside the paper's, a byte-identical rerun from the cache, and a sweep over m via the CLI
+that reads the same cache."""
+import dataclasses
+import importlib
 import inspect
 import json
 import math
@@ -14,15 +16,17 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from simrec import cli, feed, runner
+from simrec import cli, feed, reporting, runner
 from simrec_studies import sensitivity
 from simrec_studies.common import differences
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 from tests.studies.hand_feed import A, K, X, hand_feed
 
+sensitivity_report = importlib.import_module("simrec_studies.sensitivity.report")  # the module, not the function
+
 # ---- a hand-built feed: PBM with the log discount, no violations, an epsilon-greedy logger ----------
 
-N = 40_000
+N = 10_000
 QUALITY, ACTIVITY, SCENARIO, LOGGER_SCORES, LOGGER, BETTER, WORSE = hand_feed(3)
 M = np.array([1.0, 2.0, 8.0, math.inf])
 
@@ -140,7 +144,7 @@ def test_config_validation_names_the_field():
         sensitivity.SensitivityConfig(m=(0.5, math.inf))
     with pytest.raises(runner.ConfigError, match="view must be"):
         sensitivity.SensitivityConfig(view="log")
-    with pytest.raises(runner.ConfigError, match="confidence must be in"):
+    with pytest.raises(runner.ConfigError, match=r"confidence must be a finite number in \(0, 1\)"):
         sensitivity.SensitivityConfig(confidence=1.0)
     with pytest.raises(runner.ConfigError, match="distinct rankers"):
         sensitivity.SensitivityConfig(harmful=(NoisyOracle(2.0),))
@@ -186,21 +190,42 @@ def test_offline_cells_score_the_standard_grid_plus_the_configs_m():
     assert all(c["m"] == list(sensitivity.M_GRID) for c in offline)
 
 
-def test_no_module_level_state():
-    assert not [name for name, value in vars(sensitivity).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(sensitivity)
-    for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache"):
+@pytest.mark.parametrize("name", ["", ".compute", ".report"])
+def test_no_module_level_state(name):
+    module = importlib.import_module(f"simrec_studies.sensitivity{name}")
+    assert not [key for key, value in vars(module).items() if hasattr(value, "cache_info")]
+    source = inspect.getsource(module)
+    for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache", "set_theme"):
         assert banned not in source, banned
 
 
-# ---- the smoke preset end to end -------------------------------------------------------------------
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: the package's report module (and what only it
+    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
+    study = sensitivity.STUDY
+    assert study.module == "simrec_studies.sensitivity.compute"
+    assert runner.report_module(study) == "simrec_studies.sensitivity.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.sensitivity", "simrec_studies.sensitivity.compute",
+            "simrec_studies.common.differences", "simrec.ope.registry"} <= set(closure)
+    assert not {"simrec_studies.sensitivity.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("sensitivity", "common", "scenarios")]
+
+
+# ---- a tiny run end to end ------------------------------------------------------------------------
+
+#: the smoke preset on level 1 only (no within-session violations: exact online values), smaller logs
+#: and A/B arms, and the m of the CLI sweep below, which then reruns this run from its cached cells
+TINY_SETS = {"levels": "level1", "scenario.log_sessions": "1024", "scenario.ab_sessions": "1024"}
+TINY = runner.with_overrides(sensitivity.PRESETS["smoke"], {**TINY_SETS, "m": "16,inf"})
+
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("sensitivity")            # cache: root/.simrec-cache
     out = root / "smoke"
-    summary = runner.run(sensitivity.STUDY, sensitivity.PRESETS["smoke"], seed=0, out=out, preset="smoke",
-                         progress=False)
+    summary = runner.run(sensitivity.STUDY, TINY, seed=0, out=out, preset="smoke", progress=False)
     return out, summary
 
 
@@ -215,7 +240,7 @@ def _records(out) -> pd.DataFrame:
 
 def test_smoke_structure_and_rates(smoke_run):
     out, summary = smoke_run
-    config = sensitivity.PRESETS["smoke"]
+    config = TINY
     assert summary.cells_total == len(config.levels) * config.scenario.days * 2
     rates = pd.read_csv(out / "table_sensitivity.csv")
     assert set(rates.metric) == {"dcg", "ndcg"} and len(rates) == 2 * len(config.m) * (1 + len(config.levels))
@@ -237,9 +262,51 @@ def test_smoke_structure_and_rates(smoke_run):
     for column in ("ab_p", "ab_p_holm"):
         assert ((settings[column].dropna() >= 0) & (settings[column].dropna() <= 1)).all()
     assert settings[settings.kind == "harmful"].ab_p.isna().all()           # only improvements are A/B-tested
-    for name in ("fig_tpr", "fig_mean_p", "fig_fpr", "fig_bias_rmse"):
+    for name in ("fig_tpr", "fig_mean_p", "fig_fpr", "fig_bias_rmse", "fig_mechanism"):
         assert (out / f"{name}.png").read_bytes().startswith(b"\x89PNG")
-    assert "Claim (d)" in (out / "README.md").read_text()
+    readme = (out / "README.md").read_text()
+    assert "Claim (d)" in readme and "## Claims" in readme
+
+
+def test_claims_put_the_papers_statements_beside_ours(smoke_run):
+    """The tiny run's grid has no m = 1, so Fig. 1's comparisons are not testable (the README says
+    so) and the claims hold sign agreement only, with the paper's statement and a kit verdict."""
+    out, _ = smoke_run
+    claims = pd.read_csv(out / "table_claims.csv", keep_default_na=False)
+    assert list(claims.columns) == list(reporting.CLAIM_COLUMNS)
+    assert set(claims.verdict) <= set(reporting.CLAIM_VERDICTS) and len(claims) == 1
+    assert claims.source.str.startswith("Jeunen et al. KDD'24").all()
+    assert claims.claim.iloc[-1].startswith("an offline difference has the sign")
+    assert claims["source's number"].iloc[-1] == sensitivity_report.PAPER["sign"]
+    assert "the grid needs m = 1, some 1 < m < ∞ and m = ∞" in (out / "README.md").read_text()
+
+
+def test_claim_verdicts_from_hand_made_rates():
+    """`_figure1` on hand-made rates: DCG peaks at a moderate m above nDCG everywhere; the claims
+    say reproduced for the peak, the loss at ∞ (McNemar decides significance) and DCG over nDCG."""
+    ms = (1.0, 16.0, math.inf)
+    config = dataclasses.replace(TINY, levels=("level2",), m=ms)
+    tpr = {"dcg": (0.2, 0.9, 0.3), "ndcg": (0.1, 0.2, 0.2)}
+    rates = pd.DataFrame([{"scope": scope, "metric": metric, "m": m, "TPR": t, "mean_p": 1 - t, "TPR_low": 0.0,
+                           "TPR_high": 1.0, "n_improving": 10, "sign_agreement": 1.0}
+                          for scope in ("all levels", "level2") for metric, values in tpr.items()
+                          for m, t in zip(ms, values)])
+    # ten improving settings: detected at m = 16 by 9, at ∞ by 3 (the 3 among the 9)
+    frame = pd.DataFrame([{"level": "level2", "day": 0, "signal": "watch", "target": f"t{i}", "m": m,
+                           "metric": "dcg", "kind": "improving", "verified": True,
+                           "low": 1.0 if (m == 16.0 and i < 9) or (math.isinf(m) and i < 3) else -1.0}
+                          for i in range(10) for m in ms])
+    figure1 = sensitivity_report._figure1(config, rates, frame)
+    assert [f.scope for f in figure1] == ["all levels", "level2"]
+    f = figure1[0]
+    assert f.peak and f.infinite_loses and f.dcg_wins and (f.only_best, f.only_inf) == (6, 0)
+    assert f.mcnemar == pytest.approx(2 * 0.5 ** 6)                      # exact McNemar, 6 discordant
+    claims = sensitivity_report._claims(figure1, sensitivity_report._sign_claim(rates))
+    assert [c.verdict for c in claims] == ["reproduced"] * 7
+    assert "TPR 0.20 at m = 1, 0.90 at m = 16, 0.30 at m = ∞" in claims[0].ours
+    lines = sensitivity_report._verdicts(figure1)
+    assert "(i) moderate clipping maximises TPR: **yes**" in lines[0]
+    assert sensitivity_report._figure1(TINY, rates, frame) == []                # no m = 1 in the grid
 
 
 def test_records_match_the_declared_columns_and_the_cached_setup(smoke_run):
@@ -250,8 +317,8 @@ def test_records_match_the_declared_columns_and_the_cached_setup(smoke_run):
     (path,) = cache.glob("setup-*.pkl")
     shared = pickle.loads(path.read_bytes())
     assert set(shared.platform.trained) == {"r0", "rt"}
-    config = sensitivity.PRESETS["smoke"]
-    cell = {"part": "truth", "level": "level2", "day": 1}
+    config = TINY
+    cell = {"part": "truth", "level": "level1", "day": 1}
     rows = runner.check_records(sensitivity.STUDY, cell, sensitivity.compute(jax.random.key(0), config, cell, shared))
     stored = next(c for c in (json.loads(p.read_text()) for p in cache.glob("*.json")) if c["cell"] == cell)
     assert stored["columns"] == list(sensitivity.COLUMNS)
@@ -266,37 +333,33 @@ def test_smoke_logger_dcg_grows_with_m(smoke_run):
     """f_τ(R₀; m) = Σ c · min(m ε₀, 1): non-decreasing in m, Σ c ε₀ at m = 1 and Σ c at m = ∞."""
     records = _records(smoke_run[0])
     base = records[(records.part == "paired") & (records.target == "R0") & (records.metric == "dcg")]
-    assert len(base) == 2 * 2 * 2 * len(sensitivity.M_GRID)           # levels x days x signals x m
+    assert len(base) == len(TINY.levels) * TINY.scenario.days * 2 * len(sensitivity.M_GRID)  # x signals
     for _, series in base.groupby(["level", "day", "signal"]):
         values = series.sort_values("m").value.to_numpy()
         assert np.all(values[:-1] <= values[1:] * (1 + 1e-6))
 
 
-def test_rerun_from_cache_gives_identical_tables(smoke_run, tmp_path):
+def test_sweep_over_m_via_the_cli_reads_the_cache_and_reruns_identically(smoke_run, capsys):
+    """The CLI sweep over the tiny run's own m: its run over all values is a rerun from the cache
+    (byte-identical tables), each single m a view of the same cells."""
     out, _ = smoke_run
-    again = runner.run(sensitivity.STUDY, sensitivity.PRESETS["smoke"], seed=0, out=tmp_path / "again",
-                       preset="smoke", cache_dir=out.parent / ".simrec-cache", progress=False)
-    assert again.cells_computed == 0
-    assert _tables(tmp_path / "again") == _tables(out)
-
-
-def test_sweep_over_m_via_the_cli_reads_the_cache(smoke_run, capsys):
-    out, _ = smoke_run
-    root = out.parent                          # --out ROOT caches in ROOT/.simrec-cache, as the smoke run
-    code = cli.main(["sweep", "m", "--study", "sensitivity", "--values", "16,64,inf", "--preset", "smoke",
-                     "--set", "m=16,64,inf", "--out", str(root), "--quiet"])
+    root = out.parent                          # --out ROOT caches in ROOT/.simrec-cache, as the tiny run
+    sets = [arg for key, value in TINY_SETS.items() for arg in ("--set", f"{key}={value}")]
+    code = cli.main(["sweep", "m", "--study", "sensitivity", "--values", "16,inf", "--preset", "smoke", *sets,
+                     "--out", str(root), "--quiet"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "m=all: 0 computed" in printed and "m=16: 0 computed" in printed   # 16 is in M_GRID: cached
-    for value in ("all", "16", "64", "inf"):
+    assert _tables(root / "m=all") == _tables(out)
+    for value in ("all", "16", "inf"):
         assert (root / f"m={value}" / "table_sensitivity.csv").exists()
     stacked = pd.read_csv(root / "table_sensitivity.csv")           # the sweep's stacked table
-    grid = {16.0, 64.0, math.inf}                                   # (the "..." expansion: tests/test_cli.py)
+    grid = {16.0, math.inf}                                         # (the "..." expansion: tests/test_cli.py)
     assert set(stacked["m"]) == grid and set(stacked["sweep m"].astype(float)) == grid
     whole = pd.read_csv(root / "m=all" / "table_sensitivity.csv")
-    single = pd.read_csv(root / "m=64" / "table_sensitivity.csv")
+    single = pd.read_csv(root / "m=16" / "table_sensitivity.csv")
     pd.testing.assert_frame_equal(single.reset_index(drop=True),
-                                  whole[whole.m == 64].reset_index(drop=True), check_dtype=False)
+                                  whole[whole.m == 16].reset_index(drop=True), check_dtype=False)
 
 
 def test_sign_agreement_verdict_states_the_shares_against_the_papers_100_percent():
@@ -310,11 +373,11 @@ def test_sign_agreement_verdict_states_the_shares_against_the_papers_100_percent
     rates = pd.DataFrame([{"scope": scope, "metric": metric, "m": m, "n_improving": 84,
                            "sign_agreement": value}
                           for (scope, metric), values in share.items() for m, value in zip(ms, values)])
-    text = sensitivity._sign_text(config, rates, {"level1": 593.0, "level2": 3354.0})
+    text = sensitivity_report._sign_text(config, rates, {"level1": 593.0, "level2": 3354.0})
     assert "**not reproduced**" in text and "Jeunen et al.: 100%" in text
     assert "positive in 7% of them at m = 1, at most 87% (m = ∞) and 87% at m = ∞" in text
     assert "nDCG's share is 1%–8%" in text
     assert "level2 (ε = 0.01, largest weight 3354): 0% at m = 1, 74% at m = ∞" in text
     assert "The rarer the exploration, the lower the agreement" in text
     every = rates.assign(sign_agreement=1.0)
-    assert "**reproduced**" in sensitivity._sign_text(config, every, {})
+    assert "**reproduced**" in sensitivity_report._sign_text(config, every, {})
