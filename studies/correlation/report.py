@@ -470,6 +470,11 @@ def _summary_text(config, summary, claim, mech, part, noise_table) -> str:
         "which has no importance weights; and the day-to-day variation here is mostly global (engagement, "
         "session length), which biased click counts follow as well as unbiased ones. The paper's logs (40M "
         "users) carry no such noise; `scenario.log_sessions` moves the cap.",
+        f"- Beside the paper (`table_claims`, `table_2_paper`): each of its numbers is one week's r (with "
+        f"Student's p) on a platform with 40M users; ours is the mean r over {weeks} simulated "
+        f"{sc.days}-day experiments with its standard error, so a claim counts as reproduced when our mean "
+        "lies beyond 2 SE in the paper's direction (a tie otherwise). The paper does not say how its nDCG "
+        "treats sessions without a positive label; its nDCG row is set beside our `skipped` convention.",
         "",
         "**Mechanism** (`table_mechanism`, `table_mechanism_partial`, `table_mechanism_bins`, `fig_mechanism`). "
         f"Each day has a session-length factor z_s and an engagement factor z_e. Online reward (R_t) has r "
