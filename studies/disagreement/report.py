@@ -57,10 +57,32 @@ def _frame(config, records: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def report(config: DisagreementConfig, records: pd.DataFrame) -> Report:
-    import matplotlib.pyplot as plt
-    import seaborn as sns
+def _truth_rows(config, part: pd.DataFrame, frame: pd.DataFrame) -> tuple[dict, list[dict]]:
+    """A simulated data set's agreement with the truth (complete-data DCG/nDCG) and its rows of
+    the controlled-count experiment, one per spread."""
+    dcg, ndcg = config.metric_specs
+    truth = frame[f"true {dcg}"]
+    row = {"tau(DCG, true DCG)": stats.kendall_tau(frame[dcg], truth)[0],
+           "tau(nDCG, true DCG)": stats.kendall_tau(frame[ndcg], truth)[0],
+           "inv(DCG, true DCG)": stats.pairwise_inversion_rate(frame[dcg], truth),
+           "inv(nDCG, true DCG)": stats.pairwise_inversion_rate(frame[ndcg], truth),
+           "tau(nDCG, true nDCG)": stats.kendall_tau(frame[ndcg], frame[f"true {ndcg}"])[0]}
+    held_out = part[part.target == "held-out"]
+    spread_rows = []
+    for s in config.spreads:
+        at = held_out.spread == s
+        d, n = _metric_columns(config, held_out[at & (held_out.part == "model")])
+        counts = held_out[at & (held_out.part == "held-out sizes")].set_index("statistic").value
+        spread_rows.append({"spread s": s, "users": int(counts["users"]),
+                            "mean held-out": counts["mean"], "sd held-out": counts["sd"],
+                            "cv held-out": counts["sd"] / counts["mean"],
+                            **_agreement(d, n),
+                            "tau(DCG, true DCG)": stats.kendall_tau(d, truth)[0],
+                            "tau(nDCG, true DCG)": stats.kendall_tau(n, truth)[0]})
+    return row, spread_rows
 
+
+def report(config: DisagreementConfig, records: pd.DataFrame) -> Report:
     dcg, ndcg = config.metric_specs
     summary_rows, spread_rows, frames = [], [], []
     for data_name, part in records.groupby("data", sort=False):
@@ -71,30 +93,26 @@ def report(config: DisagreementConfig, records: pd.DataFrame) -> Report:
                "train": int(size["train interactions"]), "test": int(size["test interactions"]),
                "models": len(frame), **_agreement(frame[dcg], frame[ndcg])}
         if f"true {dcg}" in frame:
-            truth = frame[f"true {dcg}"]
-            row["tau(DCG, true DCG)"] = stats.kendall_tau(frame[dcg], truth)[0]
-            row["tau(nDCG, true DCG)"] = stats.kendall_tau(frame[ndcg], truth)[0]
-            row["inv(DCG, true DCG)"] = stats.pairwise_inversion_rate(frame[dcg], truth)
-            row["inv(nDCG, true DCG)"] = stats.pairwise_inversion_rate(frame[ndcg], truth)
-            row["tau(nDCG, true nDCG)"] = stats.kendall_tau(frame[ndcg], frame[f"true {ndcg}"])[0]
-            held_out = part[part.target == "held-out"]
-            for s in config.spreads:
-                at = held_out.spread == s
-                d, n = _metric_columns(config, held_out[at & (held_out.part == "model")])
-                counts = held_out[at & (held_out.part == "held-out sizes")].set_index("statistic").value
-                spread_rows.append({"spread s": s, "users": int(counts["users"]),
-                                    "mean held-out": counts["mean"], "sd held-out": counts["sd"],
-                                    "cv held-out": counts["sd"] / counts["mean"],
-                                    **_agreement(d, n),
-                                    "tau(DCG, true DCG)": stats.kendall_tau(d, truth)[0],
-                                    "tau(nDCG, true DCG)": stats.kendall_tau(n, truth)[0]})
+            truth, rows = _truth_rows(config, part, frame)
+            row.update(truth)
+            spread_rows += rows
         row["wall time (s)"] = size["wall time (s)"]
         summary_rows.append(row)
     summary_rows.append({"data": PAPER_ROW, "models": 192, **PAPER})
     summary = pd.DataFrame(summary_rows)
     spread = pd.DataFrame(spread_rows)
     models_table = pd.concat(frames, ignore_index=True)
+    text = _summary_text(config, summary, spread)
+    return Report(tables={"table_summary": summary, "table_spread": spread,
+                          "table_models": models_table}, figures=_figures(config, frames, summary_rows, spread),
+                  summary=text, claims=claims(config, summary, spread))
 
+
+def _figures(config, frames: list[pd.DataFrame], summary_rows: list[dict], spread: pd.DataFrame) -> dict:
+    """DCG@k against nDCG@k per data set, and the inversion rate against the spread of held-out counts."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    dcg, ndcg = config.metric_specs
     with reporting.theme(), sns.color_palette("deep"):
         fig_scatter, axes = plt.subplots(1, len(frames), figsize=(5.0 * len(frames), 4.0), squeeze=False)
         for ax, frame, row in zip(axes[0], frames, summary_rows):
@@ -116,10 +134,7 @@ def report(config: DisagreementConfig, records: pd.DataFrame) -> Report:
             ax.legend(fontsize=7)
             fig_spread.tight_layout()
             figures["fig_spread"] = fig_spread
-    text = _summary_text(config, summary, spread)
-    return Report(tables={"table_summary": summary, "table_spread": spread,
-                          "table_models": models_table}, figures=figures, summary=text,
-                  claims=claims(config, summary, spread))
+    return figures
 
 
 SOURCE = "Jeunen et al. KDD'24, App. A"
