@@ -1,10 +1,13 @@
-"""The correlation study (Jeunen et al. KDD'24 Table 2) and its scenarios at the smoke preset:
+"""The correlation study (Jeunen et al. KDD'24 Table 2) and its scenarios on a tiny platform:
 output structure, records against the declared columns, the cached setup, p-values, the m = 1
-identity, pnDCG, Pearson against scipy, typed rankers, and byte-identical tables when a run is
+identity, pnDCG, Pearson against scipy, typed rankers, the claims beside the paper's numbers, the
+verdicts and spreads of the report, the report-only edit, and byte-identical tables when a run is
 repeated from its cell cache."""
 import dataclasses
+import importlib
 import inspect
 import json
+import math
 import pickle
 
 import jax
@@ -13,21 +16,37 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from simrec import feed, ope, runner, stats
+from simrec import feed, ope, reporting, runner, stats
 from simrec_studies import correlation, scenarios
+from simrec_studies.common import table2
 from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
 
-#: the smoke preset with one 4-day experiment per replication (the fewest the report accepts), for speed
-CONFIG = dataclasses.replace(correlation.PRESETS["smoke"], long_days=4)
+compute_module = importlib.import_module("simrec_studies.correlation.compute")
+report_module = importlib.import_module("simrec_studies.correlation.report")
+
+#: the smoke platform with fewer and shorter days and smaller samples and rankers: two 3-day
+#: experiments (the fewest a Pearson test and a paired verdict accept), for speed. The run is
+#: bound by XLA compilation, so the rt slot trains MF-AUC as r0 does (longer): one compiled
+#: training epoch instead of two (MF-ADG training is tested with study opt_adg).
+CONFIG = dataclasses.replace(
+    correlation.PRESETS["smoke"], long_days=3, replications=2,
+    scenario=dataclasses.replace(correlation.PRESETS["smoke"].scenario, days=3, log_sessions=512, ab_sessions=512,
+                                 rankers=scenarios.RankerConfig(retrieval_dim=8, dim=8, r0_pairs=2_000,
+                                                                rt_method="mf_auc", rt_pairs=6_000)))
 
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
-    """The smoke preset run twice with one cache: the second run reads every cell back."""
+    """The tiny config run twice with one cache: the second run reads every cell back (its report
+    without figures, which are not compared: a report-only change, so the cells' addresses stay)."""
     cache = tmp_path_factory.mktemp("cache")
     first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
-    summaries = [runner.run(correlation.STUDY, CONFIG, seed=0, out=out, preset="smoke", cache_dir=cache,
-                            progress=False) for out in (first, second)]
+    summaries = [runner.run(correlation.STUDY, CONFIG, seed=0, out=first, preset="smoke", cache_dir=cache,
+                            progress=False)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report_module, "_figures", lambda daily, corr: {})
+        summaries.append(runner.run(correlation.STUDY, CONFIG, seed=0, out=second, preset="smoke", cache_dir=cache,
+                                    progress=False))
     return first, second, summaries, cache
 
 
@@ -46,17 +65,18 @@ def smoke_day(shared):
     today = scenarios.day(platform, "level2", 3)
     logger = scenarios.logging_policy(platform, "level2", scenarios.scores(platform, Trained("r0")))
     target = scenarios.target_policy(platform, "level2", scenarios.scores(platform, Trained("rt")))
-    log = feed.simulate(jax.random.key(1), today.scenario, logger, 1024,
+    log = feed.simulate(jax.random.key(1), today.scenario, logger, CONFIG.scenario.log_sessions, day=3,
                         logging_exposure=scenarios.logging_exposure(today.scenario, logger))
     pbm = feed.fit_view_model(log.viewed)
-    e0, et = correlation._exposures(log, (logger, target), pbm, CONFIG.scenario.world.n_users)
+    e0, et = compute_module._exposures(log, (logger, target), pbm, CONFIG.scenario.world.n_users)
     return platform, today, log, pbm, np.asarray(e0), np.asarray(et)
 
 
 def test_smoke_writes_table2_spread_figures_and_manifest(smoke_runs):
     out, _, (summary, _), _ = smoke_runs
     for name in ("table_2", "table_2_long", "table_2_single_week", "table_2_exact_online", "table_2_paper",
-                 "table_spread", "table_claims", "table_mechanism", "table_mechanism_bins", "table_daily"):
+                 "table_spread", "table_claims", "table_claims_detail", "table_mechanism", "table_mechanism_bins",
+                 "table_mechanism_partial", "table_noise", "table_daily"):
         for ext in ("csv", "md", "tex"):
             assert (out / f"{name}.{ext}").exists(), name
     for fig in ("fig_days", "fig_spread", "fig_mechanism"):
@@ -72,8 +92,15 @@ def test_smoke_writes_table2_spread_figures_and_manifest(smoke_runs):
     assert len(daily) == summary.cells_total * 2 * 2 * 2        # levels x signals x policies per cell
     assert list(daily.columns) == ["replication", "day", "level", "signal", "policy", *correlation.DAILY_COLUMNS]
     readme = (out / "README.md").read_text()
-    for claim in ("(a)", "(b)", "(c)", "Mechanism"):
+    for claim in ("(a)", "(b)", "(c)", "Mechanism", "## Claims"):
         assert claim in readme
+    detail = pd.read_csv(out / "table_claims_detail.csv")
+    assert list(detail.setting) == [table2.setting_label(*s) for s in table2.SETTINGS]
+    assert set(detail["(b) vs nDCG skip"]) | set(detail["(c) vs log,C"]) <= {"better", "worse", "tie", "unclear"}
+    claims = pd.read_csv(out / "table_claims.csv", keep_default_na=False)
+    assert len(claims) == 4 * len(table2.SETTINGS)
+    assert set(claims.verdict) <= set(reporting.CLAIM_VERDICTS)
+    assert claims["source's number"].iloc[0] == f"r = {table2.PAPER['dcg_pbm_q'][0]:.2f} (p < 0.01)"
 
 
 def test_records_match_the_declared_columns_and_rebuild_the_daily_table(smoke_runs, shared):
@@ -97,7 +124,7 @@ def test_records_match_the_declared_columns_and_rebuild_the_daily_table(smoke_ru
 
 def test_no_module_level_state():
     """Shared state comes from setup, keys from the runner: no memo caches, no key round trips."""
-    for module in (correlation, scenarios):
+    for module in (correlation, compute_module, report_module, scenarios):
         assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")], module
         source = inspect.getsource(module)
         for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache"):
@@ -117,7 +144,7 @@ def test_setup_is_one_trained_platform_per_index_and_pickles(shared):
 def test_p_values_in_unit_interval_and_spread_counts_experiments(smoke_runs):
     out = smoke_runs[0]
     daily = pd.read_csv(out / "table_daily.csv")
-    corr = correlation.correlations(daily, CONFIG.scenario.days)
+    corr = report_module.correlations(daily, CONFIG.scenario.days)
     finite = corr.dropna()
     assert len(finite) > 0.9 * len(corr)
     assert finite.p.between(0, 1).all() and finite.r.between(-1, 1).all()
@@ -137,7 +164,7 @@ def test_pearson_matches_scipy_on_the_daily_series(smoke_runs):
         r, p = stats.pearson(part[key].to_numpy(), part.online_ab.to_numpy())
         want = scipy.stats.pearsonr(part[key].to_numpy(), part.online_ab.to_numpy())
         assert r == pytest.approx(want.statistic, abs=1e-12) and p == pytest.approx(want.pvalue, rel=1e-9)
-    corr = correlation.correlations(daily, CONFIG.scenario.days)
+    corr = report_module.correlations(daily, CONFIG.scenario.days)
     long = corr[(corr.variant == "long") & (corr.replication == 0) & (corr.level == "level1")
                 & (corr.signal == "watch") & (corr.policy == "Rt") & (corr.estimator == "dcg_pbm_q")]
     assert float(long.r.iloc[0]) == pytest.approx(
@@ -293,3 +320,75 @@ def test_noisy_oracles_and_untrained_slots(shared):
     untrained = dataclasses.replace(platform, trained={"r0": platform.trained["r0"]})
     with pytest.raises(ValueError, match="slot 'rt' was not trained"):
         scenarios.scores(untrained, Trained("rt"))
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: the package's report module (and what only it
+    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
+    study = correlation.STUDY
+    assert study.module == "simrec_studies.correlation.compute"
+    assert runner.report_module(study) == "simrec_studies.correlation.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.correlation", "simrec_studies.correlation.compute",
+            "simrec_studies.common.table2"} <= set(closure)
+    assert not {"simrec_studies.correlation.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("correlation", "common", "scenarios")]
+
+
+def _corr(r_by_estimator: dict, p: float = 0.01) -> pd.DataFrame:
+    """A `correlations` frame of one setting's weekly experiments: {estimator: [r per week]}."""
+    rows = [("week", 0, w, "level1", "like", "Rt", key, r, p)
+            for key, values in r_by_estimator.items() for w, r in enumerate(values)]
+    return pd.DataFrame(rows, columns=["variant", "replication", "window", "level", "signal", "policy",
+                                       "estimator", "r", "p"])
+
+
+def test_paired_comparisons_and_spread_follow_the_report_kit():
+    """`_compare` is `reporting.paired_verdict` on r(better) − r(worse) per experiment; `spread`'s
+    mean r ± SE is `reporting.mean_se` over the experiments with an r (a NaN r is left out)."""
+    corr = _corr({"dcg_pbm_q": [0.9, 0.8, 0.85], "ndcg_skip": [0.1, -0.2, math.nan], "dcg_log_c": [0.88, 0.85, 0.8]})
+    clear = report_module._compare(corr, "dcg_pbm_q", "ndcg_skip")
+    assert clear.verdict == "holds" and clear.mean == pytest.approx(0.9) and clear.se == pytest.approx(0.1)
+    close = report_module._compare(corr, "dcg_pbm_q", "dcg_log_c")
+    want = reporting.paired_verdict(np.array([0.02, -0.05, 0.05]))
+    assert close.verdict == want.verdict == "tie"
+    assert (close.mean, close.se) == (pytest.approx(want.mean), pytest.approx(want.se))
+    assert report_module._compare(corr.iloc[[0, 3]], "dcg_pbm_q", "ndcg_skip").verdict == "unclear"   # one week
+    summary = report_module.spread(corr).set_index("estimator")
+    assert summary.loc["ndcg_skip", "experiments"] == 2
+    assert summary.loc["ndcg_skip", "mean_r"] == pytest.approx(-0.05)
+    assert summary.loc["ndcg_skip", "se_r"] == pytest.approx(np.std([0.1, -0.2], ddof=1) / math.sqrt(2))
+    assert summary.loc["dcg_pbm_q", "share_p<0.05_positive"] == 1.0
+
+
+def test_claims_set_table2_beside_our_mean_r(smoke_runs):
+    """Four claims per Table 2 setting, the paper's r (and p) beside ours: our number is the mean r
+    of `table_spread` (or the paired difference of `table_claims_detail`), the verdict the report
+    kit's rule in the claimed direction."""
+    out = smoke_runs[0]
+    daily = pd.read_csv(out / "table_daily.csv")
+    corr = report_module.correlations(daily, CONFIG.scenario.days)
+    summary = report_module.spread(corr)
+    claims = report_module.claims(corr, summary)
+    assert len(claims) == 4 * len(table2.SETTINGS)
+    detail = report_module.setting_claims(corr, summary)
+    week = summary[summary.variant == "week"]
+    for i, setting in enumerate(table2.SETTINGS):
+        positive, worse, negative, learnt = claims[4 * i: 4 * i + 4]
+        label = table2.setting_label(*setting)
+        assert all(c.claim.startswith(label) for c in (positive, worse, negative, learnt))
+        cell = week[(week.level == setting[0]) & (week.signal == setting[1]) & (week.policy == setting[2])]
+        dcg = cell[cell.estimator == "dcg_pbm_q"].iloc[0]
+        assert positive.ours == dcg.mean_r and positive.se == dcg.se_r
+        assert positive.verdict == report_module.CLAIM_VERDICT[reporting.verdict(dcg.mean_r, dcg.se_r).verdict]
+        assert positive.source_value.startswith(f"r = {table2.PAPER['dcg_pbm_q'][i]:.2f} (p ")
+        ndcg = cell[cell.estimator == "ndcg_skip"].iloc[0]
+        assert negative.verdict == report_module.CLAIM_VERDICT[
+            reporting.verdict(ndcg.mean_r, ndcg.se_r, expect="less").verdict]
+        row = detail.iloc[i]
+        assert worse.ours == row["(b) DCG - nDCG skip"] and learnt.ours == row["(c) pbm,Q̂ - log,C"]
+        assert report_module.WORDS[{v: k for k, v in report_module.CLAIM_VERDICT.items()}[learnt.verdict]] == \
+            row["(c) vs log,C"]
+        assert worse.source_value == report_module.paper_difference(i, "dcg_pbm_q", "ndcg_skip")
+    assert report_module.paper_difference(0, "dcg_pbm_q", "ndcg_skip") == "Δr = +1.89 (0.98 vs -0.91)"

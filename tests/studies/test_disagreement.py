@@ -1,7 +1,9 @@
 """The disagreement study (Jeunen et al. KDD'24 App. A) at its smoke preset: outputs, the
-inversion statistic against a brute-force pair count, and the fixed-count case where nDCG is DCG
-over a constant (no disagreement at all)."""
+inversion statistic against a brute-force pair count, the fixed-count case where nDCG is DCG
+over a constant (no disagreement at all), the claims beside the paper's numbers and the
+report-only edit."""
 import dataclasses
+import importlib
 import json
 
 import jax
@@ -9,18 +11,29 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import missing, runner
+from simrec import missing, reporting, runner
 from simrec.world import WorldConfig
 from simrec import datafiles as _data
 from simrec_studies import disagreement
 from tests.test_stats import brute_inversion_rate
 
+compute_module = importlib.import_module("simrec_studies.disagreement.compute")
+report_module = importlib.import_module("simrec_studies.disagreement.report")
+
+
+TINY = disagreement.DisagreementConfig(ratings_file="", ease_l2s=(10.0, 40.0), kunn_ks=(3,), k=5,
+                                       world=WorldConfig(n_users=60, n_items=50, offset=-2.0),
+                                       held_out_mean=2, held_out_max=4, spreads=(0.0, 1.0))
+
+
+#: the run of the module: TINY's world (so the cell tests reuse its compiled shapes) with 8 models
+RUN = dataclasses.replace(TINY, ease_l2s=(10.0, 20.0, 40.0, 80.0), kunn_ks=(3, 5))
+
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("disagreement")
-    summary = runner.run(disagreement.STUDY, disagreement.PRESETS["smoke"], seed=0, out=out,
-                         preset="smoke", progress=False)
+    summary = runner.run(disagreement.STUDY, RUN, seed=0, out=out, preset="smoke", progress=False)
     return out, summary
 
 
@@ -33,12 +46,18 @@ def test_smoke_writes_tables_figures_and_manifest(smoke_run):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["study"] == "disagreement" and manifest["preset"] == "smoke"
     assert summary.cells_total == 1                  # smoke has no real data: simulated only
-    assert "real data disabled" in (out / "README.md").read_text()
+    readme = (out / "README.md").read_text()
+    assert "real data disabled" in readme and "## Claims" in readme
+    claims = pd.read_csv(out / "table_claims.csv", keep_default_na=False)
+    assert list(claims["source's number"]) == ["0.6325", "0.4973", "0.2514", "0 (nDCG = DCG / constant)"]
+    assert set(claims.verdict) <= set(reporting.CLAIM_VERDICTS)
+    spread = pd.read_csv(out / "table_spread.csv")                # s = 0: no inverted pair (below)
+    assert claims.verdict.iloc[-1] == ("reproduced" if spread.inversion_rate.iloc[-1] > 0 else "not reproduced")
 
 
 def test_summary_statistics_match_brute_force_on_the_model_table(smoke_run):
     out, _ = smoke_run
-    config = disagreement.PRESETS["smoke"]
+    config = RUN
     models = pd.read_csv(out / "table_models.csv")
     summary = pd.read_csv(out / "table_summary.csv").set_index("data")
     n_models = len(config.ease_l2s) + len(config.kunn_ks) ** 2
@@ -68,11 +87,6 @@ def test_real_data_cell_only_when_the_file_exists(tmp_path):
     assert disagreement.cells(dataclasses.replace(config, ratings_file="")) == [{"data": "simulated"}]
 
 
-TINY = disagreement.DisagreementConfig(ratings_file="", ease_l2s=(10.0, 40.0), kunn_ks=(3,), k=5,
-                                       world=WorldConfig(n_users=60, n_items=50, offset=-2.0),
-                                       held_out_mean=2, held_out_max=4, spreads=(0.0, 1.0))
-
-
 def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
     root = jax.random.key(0)
     shared = disagreement.setup(root, TINY)
@@ -88,7 +102,8 @@ def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
     assert sizes["users"] == 60 and sizes["items"] == 50 and sizes["wall time (s)"] > 0
     held_out = frame[frame.part == "held-out sizes"]
     assert sorted(set(held_out.spread)) == list(TINY.spreads)
-    assert not [name for name, value in vars(disagreement).items() if hasattr(value, "cache_info")]
+    for module in (disagreement, compute_module, report_module):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
 
 
 def test_held_out_sets_are_nested_across_spreads_and_outside_train():
@@ -164,3 +179,30 @@ def test_verdict_names_the_closer_metric_only_beyond_the_tie_margin():
     won = disagreement._verdict(config, *_summary_frames(0.95, 0.90))
     assert "DCG orders the models closer to it: Kendall tau against the complete-data DCG@100 " \
            "is 0.950 for DCG and 0.900 for nDCG" in won
+
+
+def test_claims_set_the_papers_numbers_beside_ours_and_test_equal_counts():
+    """Per data set the three App. A numbers beside ours ("differs in setting": one split, other
+    data); equal held-out counts must give no inverted pair, and some at the largest spread."""
+    summary, spread = _summary_frames(0.9, 0.8)
+    config = disagreement.PRESETS["default"]
+    claims = report_module.claims(config, summary, spread)
+    assert [c.source_value for c in claims] == ["0.6325", "0.4973", "0.2514", "0 (nDCG = DCG / constant)"]
+    assert [c.ours for c in claims] == [0.99, 0.97, 0.015, 0.0]
+    assert [c.verdict for c in claims] == ["differs in setting"] * 3 + ["reproduced"]
+    spread.loc[0, "inversion_rate"] = 0.01
+    assert report_module.claims(config, summary, spread)[-1].verdict == "not reproduced"
+    assert report_module.claims(config, summary, spread.iloc[:0]) == claims[:3]
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: the package's report module (and the report
+    kit it imports) is outside the closure, so editing report.py re-renders from the cache."""
+    study = disagreement.STUDY
+    assert study.module == "simrec_studies.disagreement.compute"
+    assert runner.report_module(study) == "simrec_studies.disagreement.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.disagreement", "simrec_studies.disagreement.compute"} <= set(closure)
+    assert not {"simrec_studies.disagreement.report", "simrec.reporting"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("disagreement", "common", "scenarios")]
