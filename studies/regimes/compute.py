@@ -219,6 +219,38 @@ def difference_moments(rewards, logging_exposure, target_exposures: dict, viewed
     return out
 
 
+def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.Log, d: int) -> list[dict]:
+    """The day's `DAY_QUANTITIES` records: the log session-length factor and the engagement factor
+    of the day's drift, the mean logged depth and the largest importance weight 1/ε₀ of the log."""
+    viewed = np.asarray(log.viewed)
+    logged = np.asarray(log.logging_exposure)[viewed]
+    log_length = dials.global_drift * math.sqrt(dials.session_share) * today.session + (
+        dials.view_walk * float(S.walk(platform, "view", d)[0]) if dials.view_walk > 0 else 0.0)
+    return [{"signal": "", "target": "", "quantity": q, "m": math.nan, "value": float(v)}
+            for q, v in zip(DAY_QUANTITIES, (log_length, today.engagement, float(np.mean(np.sum(viewed, axis=1))),
+                                             float(1.0 / logged.min())))]
+
+
+def correlated_estimates(rewards, exposures: dict, viewed, discount) -> dict[str, tuple[float, float]]:
+    """{`CORRELATED` estimator: (value, standard error)} of the target rt on one signal's log:
+    DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} (`ope.dcg_sweep`) and nDCG (pbm, Q̂) with sessions
+    without an ideal skipped or counted as 0. exposures: {"log" | "pbm": {"R0" | label: ε of the
+    logged items}}; discount: the pbm's view probabilities (the ideal's discount)."""
+    values = {}
+    for view in exposures:
+        e0, e = exposures[view]["R0"], exposures[view][TARGET]
+        est = ope.dcg_sweep(rewards, e0, e, viewed, np.array([1.0, math.inf]))
+        values[f"dcg_{view}_c"] = (est.value[0], est.standard_error[0])
+        values[f"dcg_{view}_q"] = (est.value[1], est.standard_error[1])
+    e0, e = exposures["pbm"]["R0"], exposures["pbm"][TARGET]
+    idcg = ope.ideal_dcg(rewards, e0, viewed, discount, math.inf)
+    for zero in ("skip", "zero"):
+        est = ope.mean_estimate(ope.trajectory_ndcg(rewards, e0, e, viewed, discount, math.inf, zero_ideal=zero,
+                                                    idcg=idcg))
+        values[f"ndcg_{zero}"] = (est.value, est.standard_error)
+    return values
+
+
 def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict, log_tables: dict,
                  placement_, d: int) -> list[dict]:
     """Records of one day of a regime (`COLUMNS` less map, x, y, replication). policies: {"R0":
@@ -238,13 +270,7 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
     log = feed.simulate(key, scenario, policies["R0"], dials.log_sessions, day=d, logging_exposure=true["R0"])
     viewed = log.viewed
     online = {name: table_value(scenario, table) for name, table in true.items()}
-    logged = np.asarray(log.logging_exposure)[np.asarray(viewed)]
-    log_length = dials.global_drift * math.sqrt(dials.session_share) * today.session + (
-        dials.view_walk * float(S.walk(platform, "view", d)[0]) if dials.view_walk > 0 else 0.0)
-    out = [{"signal": "", "target": "", "quantity": q, "m": math.nan, "value": float(v)}
-           for q, v in zip(DAY_QUANTITIES, (log_length, today.engagement,
-                                            float(np.mean(np.sum(np.asarray(viewed), axis=1))),
-                                            float(1.0 / logged.min())))]
+    out = _day_quantities(platform, dials, today, log, d)
     pbm = feed.fit_view_model(viewed)
     exposures = {view: {name: ope.logged_exposures(log, table) for name, table in by.items()}
                  for view, by in (("log", log_tables), ("pbm", tables(pbm)))}
@@ -254,18 +280,8 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
         rewards = log.rewards[s]
         out += [{"signal": signal, "target": name, "quantity": "online", "m": math.nan, "value": float(v[s])}
                 for name, v in online.items()]
-        values = {}
-        for view in exposures:
-            e0, e = exposures[view]["R0"], exposures[view][TARGET]
-            est = ope.dcg_sweep(rewards, e0, e, viewed, np.array([1.0, math.inf]))
-            values[f"dcg_{view}_c"] = (est.value[0], est.standard_error[0])
-            values[f"dcg_{view}_q"] = (est.value[1], est.standard_error[1])
-        e0, e = exposures["pbm"]["R0"], exposures["pbm"][TARGET]
-        idcg = ope.ideal_dcg(rewards, e0, viewed, discount, math.inf)
-        for zero in ("skip", "zero"):
-            per = ope.trajectory_ndcg(rewards, e0, e, viewed, discount, math.inf, zero_ideal=zero, idcg=idcg)
-            est = ope.mean_estimate(per)
-            values[f"ndcg_{zero}"] = (est.value, est.standard_error)
+        values = correlated_estimates(rewards, exposures, viewed, discount)
+        e0 = exposures["pbm"]["R0"]
         for q in CORRELATED:
             out += [{"signal": signal, "target": TARGET, "quantity": q, "m": math.nan, "value": float(values[q][0])},
                     {"signal": signal, "target": TARGET, "quantity": f"se[{q}]", "m": math.nan,

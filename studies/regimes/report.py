@@ -294,14 +294,15 @@ def _trend(table: pd.DataFrame, name: str, axis: str, column: str, fmt: str = "+
 
 def _reading(every: dict, mech: pd.DataFrame) -> list[str]:
     """The mechanism paragraphs: each verdict's statistic along the dials that move it."""
-    a, b, c, d = every["a"], every["b"], every["c"], every["d"]
-    gains = d[[reporting.verdict(gain, se).verdict == "holds" for gain, se in zip(d["gain over m=∞"], d["gain SE"])]]
-    nd = "r nDCG (pbm, Q̂), iDCG=0 skipped"
-    lc = "r DCG (log, C)"
+    return ["**Reading the maps** (each statistic averaged over the other dial and the signals):", "",
+            _reading_a(every["a"], mech), _reading_b(every["b"]), _reading_c(every["c"]), _reading_d(every["d"])]
+
+
+def _reading_a(a: pd.DataFrame, mech: pd.DataFrame) -> str:
+    """(a) along the log size, exploration, the Plackett–Luce temperature and the generator shift."""
     ceiling = mech.melt(id_vars=CELL, value_vars=[col for col in mech if col.startswith("ceiling DCG (pbm, Q̂)")],
                         value_name="ceiling")
-    lines = ["**Reading the maps** (each statistic averaged over the other dial and the signals):", ""]
-    lines.append(
+    return (
         f"- (a) noise: along the log size the mean r of DCG (pbm, Q̂) is {_trend(a, 'exploration', 'y', 'value')}, "
         f"and the ceiling that one day's standard error puts on r (sqrt(1 − SE²/Var over days)) is "
         f"{_trend(ceiling, 'exploration', 'y', 'ceiling', '.2f')}; along exploration, "
@@ -310,13 +311,23 @@ def _reading(every: dict, mech: pd.DataFrame) -> list[str]:
         f"shift, {_trend(a, 'generator', 'x', 'value')} (the target's exposure outside R₀'s support, "
         f"{_trend(mech, 'generator', 'x', 'rt exposure outside R₀' + chr(39) + 's support', '.2f')}, "
         "is invisible to every estimator on R₀'s log, and its day-to-day movement with it).")
-    lines.append(
+
+
+def _reading_b(b: pd.DataFrame) -> str:
+    """(b) nDCG's r along the drift mix and the item walk."""
+    nd = "r nDCG (pbm, Q̂), iDCG=0 skipped"
+    return (
         f"- (b) the sign of nDCG: its mean r along the session-length share of the global drift is "
         f"{_trend(b, 'drift', 'x', nd)} (drift map) and {_trend(b, 'examination', 'y', nd)} (examination map); "
         f"along the item walk {_trend(b, 'drift', 'y', nd)}. Days that differ in engagement move online reward "
         "but leave the per-session ratio nDCG nearly unchanged (labels scale in numerator and ideal); days that "
         "differ in session length move both.")
-    lines.append(
+
+
+def _reading_c(c: pd.DataFrame) -> str:
+    """(c) DCG (log, C) against DCG (pbm, Q̂) along the view walk and the log size."""
+    lc = "r DCG (log, C)"
+    return (
         f"- (c) log, C vs pbm, Q̂: the mean r of DCG (log, C) along the view walk is "
         f"{_trend(c, 'examination', 'x', lc)} against {_trend(c, 'examination', 'x', 'r DCG (pbm, Q̂)')} for "
         f"DCG (pbm, Q̂); along the log size, {_trend(c, 'exploration', 'y', lc)} against "
@@ -325,7 +336,12 @@ def _reading(every: dict, mech: pd.DataFrame) -> list[str]:
         "to day (the logger's clicks follow the day's true examination, and the target's reward moves with "
         "them), which Pearson's r ignores; the unbiased estimator wins only once the log is large enough for "
         "its noise to fall below the drift it has to follow.")
-    lines.append(
+
+
+def _reading_d(d: pd.DataFrame) -> str:
+    """(d) TPR along the dials, the best m, and where a finite m beats m = ∞ beyond 2 SE."""
+    gains = d[[reporting.verdict(gain, se).verdict == "holds" for gain, se in zip(d["gain over m=∞"], d["gain SE"])]]
+    return (
         f"- (d) detection: TPR at the best m along exploration {_trend(d, 'exploration', 'x', 'TPR', '.2f')}, "
         f"along the log size {_trend(d, 'exploration', 'y', 'TPR', '.2f')}, along the Plackett–Luce temperature "
         f"{_trend(d, 'plackett_luce', 'x', 'TPR', '.2f')} and along the generator shift "
@@ -342,7 +358,6 @@ def _reading(every: dict, mech: pd.DataFrame) -> list[str]:
         f"m = 1 along the Plackett–Luce temperature is {_trend(d, 'plackett_luce', 'x', 'TPR m=1', '.2f')}, "
         f"against {_trend(d, 'exploration', 'x', 'TPR m=1', '.2f')} under the ε-greedy logger, whose "
         "exploration is a uniform shuffle.")
-    return lines
 
 
 # ---- claims -------------------------------------------------------------------------------------
@@ -472,6 +487,28 @@ def _figures(config: RegimesConfig, grid_only: dict[str, pd.DataFrame]) -> dict:
     }
 
 
+def _verdict_map_lines(config: RegimesConfig, every: dict) -> list[str]:
+    """The README's verdict maps: each verdict's rule, and per map its count and grid points."""
+    return [
+        "**Verdict maps** (grid points as (x, y); verdicts beyond 2 SE over replications, package docstring):",
+        "",
+        "- (a) *DCG (pbm, Q̂) tracks online reward* (holds: mean r >= 0.5 and > 0 by 2 SE; fails: mean r + 2 SE < "
+        "0.5):", *_regions(config, every["a"]),
+        "- (b) *nDCG tracks it worse* (r of DCG (pbm, Q̂) − r of nDCG (pbm, Q̂, skip), paired):",
+        *_regions(config, every["b"]),
+        f"  nDCG's mean r is significantly negative (the paper's opposite sign) at "
+        f"{int(every['b']['nDCG opposite sign'].sum())} of {len(every['b'])} (grid point, signal) pairs.",
+        "- (c) *learnt pbm and Q̂ beat log and C* (r of DCG (pbm, Q̂) − r of DCG (log, C), paired):",
+        *_regions(config, every["c"]),
+        f"- (d) *clipped DCG detects improvements with few false positives, best at moderate m* (holds: TPR >= 0.5 "
+        f"and FPR <= 0.05 (or no truly harmful setting) at the best m, a finite m beating m = ∞ by 2 SE; partly: "
+        f"detection without the moderate-m gain), pooled over signals, days, replications and targets "
+        f"{', '.join(S.ranker_label(r) for r in config.improving)} (improving) and "
+        f"{', '.join(S.ranker_label(r) for r in config.harmful)} (harmful); every setting's truth is the exact "
+        f"online difference:", *_regions(config, every["d"], by_signal=False),
+    ]
+
+
 def _claims_text(config: RegimesConfig) -> str:
     """Where the claims table (the Claims section) takes our numbers from, and how to read it."""
     point = base_point(config)
@@ -511,23 +548,7 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         "",
         _claims_text(config),
         "",
-        "**Verdict maps** (grid points as (x, y); verdicts beyond 2 SE over replications, package docstring):",
-        "",
-        "- (a) *DCG (pbm, Q̂) tracks online reward* (holds: mean r >= 0.5 and > 0 by 2 SE; fails: mean r + 2 SE < "
-        "0.5):", *_regions(config, every["a"]),
-        "- (b) *nDCG tracks it worse* (r of DCG (pbm, Q̂) − r of nDCG (pbm, Q̂, skip), paired):",
-        *_regions(config, every["b"]),
-        f"  nDCG's mean r is significantly negative (the paper's opposite sign) at "
-        f"{int(every['b']['nDCG opposite sign'].sum())} of {len(every['b'])} (grid point, signal) pairs.",
-        "- (c) *learnt pbm and Q̂ beat log and C* (r of DCG (pbm, Q̂) − r of DCG (log, C), paired):",
-        *_regions(config, every["c"]),
-        f"- (d) *clipped DCG detects improvements with few false positives, best at moderate m* (holds: TPR >= 0.5 "
-        f"and FPR <= 0.05 (or no truly harmful setting) at the best m, a finite m beating m = ∞ by 2 SE; partly: "
-        f"detection without the "
-        f"moderate-m gain), pooled over signals, days, replications and targets "
-        f"{', '.join(S.ranker_label(r) for r in config.improving)} (improving) and "
-        f"{', '.join(S.ranker_label(r) for r in config.harmful)} (harmful); every setting's truth is the exact "
-        f"online difference:", *_regions(config, every["d"], by_signal=False),
+        *_verdict_map_lines(config, every),
     ]
     lines += ["", *_reading(every, mech), "",
               "**Caveats and where the source differs.** The paper's regime is one production platform with "
