@@ -82,13 +82,21 @@ def cell_dials(config: RegimesConfig, cell: dict) -> Dials:
 
 @dataclass(frozen=True, eq=False)
 class Shared:
-    """The run's platform (`scenarios.platform`, replication 0, r0 and rt trained)."""
+    """The run's platform (`scenarios.platform`, replication 0, r0 and rt trained) and the
+    Plackett–Luce logger's `placement` for each temperature a cell uses (it depends on the
+    temperature alone: r0's scores and G are the same in every regime)."""
     platform: S.Platform
+    placements: dict[float, jax.Array]
 
 
 def setup(key, config: RegimesConfig) -> Shared:
-    """Build (and train) the platform once per run; `key` is the run's root key."""
-    return Shared(S.platform(key, config.scenario, 0, (S.Trained("r0"), S.Trained("rt"))))
+    """Build (and train) the platform and the placements once per run; `key` is the run's root key."""
+    platform = S.platform(key, config.scenario, 0, (S.Trained("r0"), S.Trained("rt")))
+    r0 = S.scores(platform, S.Trained("r0"))
+    temperatures = sorted({cell_dials(config, cell).temperature for cell in cells(config)} - {0.0})
+    return Shared(platform, {t: placement(shared_key(key, "placement"),
+                                          logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=t)),
+                                          platform.world.n_users, config.exposure_samples) for t in temperatures})
 
 
 # ---- one regime ------------------------------------------------------------------------------------
@@ -307,8 +315,7 @@ def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict
                 **{name: feed.Policy(generator, feed.Sort(scores), feed_length) for name, scores in rankers.items()}}
     base = shared_key(key, f"replication:{cell['replication']}")
     n_users = platform.world.n_users
-    placement_ = None if dials.temperature == 0 else placement(shared_key(key, "placement"), policies["R0"], n_users,
-                                                               config.exposure_samples)
+    placement_ = None if dials.temperature == 0 else shared.placements[dials.temperature]
     log_tables = {name: exposure_table(p, feed.Logarithmic(), n_users, placement_ if name == "R0" else None)
                   for name, p in policies.items()}
     activity = np.asarray(jax.nn.softmax(platform.world.user_log_activity), np.float64)     # the base user mix
