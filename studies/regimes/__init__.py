@@ -73,6 +73,7 @@ from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec.world import WorldConfig
 from simrec_studies import scenarios as S
+from simrec_studies.common.configs import checked
 from simrec_studies.regimes.compute import DIALS, MAPS
 
 #: the record schema: one number per row. map, x, y, replication: the cell (x, y: its dials'
@@ -104,14 +105,10 @@ class Dials:
 
     def __post_init__(self):
         for name in ("epsilon", "session_share", "generator_shift"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ConfigError(f"dials.{name} must be in [0, 1], got {getattr(self, name)!r}")
+            checked(validate.probability, f"dials.{name}", getattr(self, name))
         for name in ("temperature", "global_drift", "item_walk", "view_walk"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"dials.{name} must be finite and >= 0, got {value!r}")
-        if isinstance(self.log_sessions, bool) or not isinstance(self.log_sessions, int) or self.log_sessions < 2:
-            raise ConfigError(f"dials.log_sessions must be an integer >= 2, got {self.log_sessions!r}")
+            checked(validate.finite, f"dials.{name}", getattr(self, name), low=0.0)
+        checked(validate.integer, "dials.log_sessions", self.log_sessions, low=2)
 
 
 def _platform() -> S.ScenarioConfig:
@@ -164,13 +161,10 @@ class RegimesConfig:
                 raise ConfigError(f"{name} must hold distinct values, got {values!r}")
             for v in values:
                 dataclasses.replace(self.dials, **{dial: v})            # validates the value
-        if any(t <= 0 for t in self.temperatures):
-            raise ConfigError(f"temperatures must be > 0, got {self.temperatures!r}")
+        checked(validate.numbers, "temperatures", self.temperatures, low=0.0, low_open=True)
         for name, low in (("replications", 1), ("paper_sessions", 0), ("paper_replications", 1),
                           ("paper_days", 3), ("exposure_samples", 2)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+            checked(validate.integer, name, getattr(self, name), low=low)
         if self.paper_sessions == 1:
             raise ConfigError("paper_sessions must be 0 (no paper cell) or >= 2")
         if self.scenario.days < 3:
@@ -181,12 +175,8 @@ class RegimesConfig:
         labels = [S.ranker_label(r) for r in self.improving + self.harmful]
         if len(set(labels)) != len(labels) or "r0" in labels:
             raise ConfigError(f"improving and harmful must be distinct rankers other than r0, got {labels}")
-        try:
-            validate.clipping_values("m", self.m)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-        if not 0 < self.confidence < 1:
-            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
+        checked(validate.clipping_values, "m", self.m)
+        checked(validate.probability, "confidence", self.confidence, low_open=True, high_open=True)
 
 
 def _smoke() -> RegimesConfig:
