@@ -57,11 +57,19 @@ to the digits it reports):
 (c) DCG (pbm, Q̂) − DCG (log, C) in r, paired likewise;
 (d) over the grid point's settings (replications x days x signals x targets): TPR(m) = share of
 truly improving settings (exact difference > 0) whose `confidence` normal CI is above 0, FPR(m)
-the same share of truly harmful settings, Wilson intervals (statsmodels); holds where the best m
+the same share of truly harmful settings, Wilson intervals (`stats.proportion_ci`); holds where the best m
 has TPR >= 0.5, FPR <= 0.05 (or no truly harmful setting at that grid point) and is finite with more
 detections than m = ∞ beyond 2 SE (paired);
 "partly" where the detection and false-positive parts hold but m = ∞ detects as many; fails
-otherwise.
+otherwise. Every 2-SE rule is `simrec.reporting.verdict` / `paired_verdict`.
+
+Claims (`report.claims`, the README's Claims section): Table 2's r of R_t on the first-level feed
+(`simrec_studies.common.table2`) and Fig. 1a's finding beside the base regime — the first grid
+point whose dials are `RegimesConfig.dials` (ε-greedy logger, G′ = G), with SEs over replications
+— and beside the paper-like cell (one replication: r without an SE).
+
+Package: `compute` (cells, setup, the regime's policies and exposures, a day's records) and
+`report` (tables, verdicts, heatmaps, claims, prose); compute never imports report.
 """
 from __future__ import annotations
 
