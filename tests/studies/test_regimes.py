@@ -1,11 +1,14 @@
 """The regimes study (verdict maps over regimes of KDD'24 §6) and the two persistent drifts it adds
 to the scenarios: walks at 0 reproduce the existing day bit for bit, the item walk has the stated
 distribution, the view walk moves the view model as documented; the blocked difference moments
-against a direct computation; G′; the verdict rules on hand-made inputs; and a tiny run end to end
-(declared columns, tables, figures, the paper cell)."""
+against a direct computation; G′; the verdict rules on hand-made inputs; the package's compute side
+without its report; and a tiny run end to end (declared columns, tables, figures, the paper cell,
+the claims beside Jeunen et al.'s Table 2 and Fig. 1)."""
 import dataclasses
+import importlib
 import inspect
 import math
+import types
 
 import jax
 import jax.numpy as jnp
@@ -14,10 +17,14 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from simrec import feed, runner
-from simrec.world import WorldConfig, drift, make_world
+from simrec import feed, reporting, runner
+from simrec.world import drift, make_world
 from simrec_studies import regimes
 from simrec_studies import scenarios as S
+from simrec_studies.common import table2
+
+compute_module = importlib.import_module("simrec_studies.regimes.compute")
+report_module = importlib.import_module("simrec_studies.regimes.report")
 
 SMOKE = S.PRESETS["smoke"]
 
@@ -83,8 +90,8 @@ def test_walks_enter_the_day_as_documented():
 def test_item_walk_steps_are_iid_standard_normal():
     """W_i(d) − W_i(d−1) ~ N(0, 1) i.i.d. over items and days: mean, variance and lag-1
     correlation of the steps within 4 standard errors (fails ~1e-4 of seeds)."""
-    config = dataclasses.replace(SMOKE, world=WorldConfig(n_users=20, n_items=4000, dim=4))
-    platform = _platform(config)
+    platform = _platform()                  # `walk` reads the drift key and the number of items only
+    platform = dataclasses.replace(platform, world=types.SimpleNamespace(n_items=4000))
     walks = np.stack([np.asarray(S.walk(platform, "item", d), np.float64) for d in range(6)])
     steps = np.diff(walks, axis=0)                                           # [5, 4000]
     n = steps.size
@@ -249,21 +256,48 @@ def test_every_config_field_is_documented():
 
 
 def test_no_module_level_state():
-    assert not [name for name, value in vars(regimes).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(regimes)
-    for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
-        assert banned not in source, banned
+    for module in (regimes, compute_module, report_module):
+        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
+        source = inspect.getsource(module)
+        for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id", "set_theme"):
+            assert banned not in source, (module.__name__, banned)
+
+
+def test_a_report_only_edit_changes_no_cell_address():
+    """The code version hashes the compute side only: the package's report module (and what only it
+    imports: the report kit, Table 2's numbers) is outside the closure, so editing report.py
+    re-renders from the cache."""
+    study = regimes.STUDY
+    assert study.module == "simrec_studies.regimes.compute"
+    assert runner.report_module(study) == "simrec_studies.regimes.report"
+    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
+    assert {"simrec_studies.regimes", "simrec_studies.regimes.compute", "simrec_studies.scenarios"} <= set(closure)
+    assert not {"simrec_studies.regimes.report", "simrec.reporting", "simrec_studies.common.table2"} & set(closure)
+    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
+                not in ("regimes", "common", "scenarios")]
+
+
+def test_base_point_is_the_grid_point_at_the_default_dials():
+    config = regimes.PRESETS["default"]
+    assert report_module.base_point(config) == ("exploration", 0.05, 10_000.0)
+    assert report_module.base_point(dataclasses.replace(config, maps=("drift", "generator"))) == \
+        ("drift", 0.5, 0.1)
+    assert report_module.base_point(dataclasses.replace(config, maps=("plackett_luce",))) is None   # PL logger
+    assert report_module.verdict_a(0.8, 0.1) == "holds" and report_module.verdict_a(0.8, 0.5) == "unclear"
+    assert report_module.verdict_a(0.2, 0.1) == "fails" and report_module.verdict_a(0.45, 0.1) == "unclear"
+    assert report_module.verdict_a(0.9, math.nan) == "unclear"
 
 
 # ---- a tiny run end to end ---------------------------------------------------------------------------
 
+#: the smoke scenario's world (whose programs the walk tests above compile already), one trained
+#: method for both slots (one compiled training epoch), three days, a 2 x 1 grid and the paper cell
 TINY = regimes.RegimesConfig(
-    scenario=dataclasses.replace(SMOKE, world=WorldConfig(n_users=120, n_items=90, dim=4, affinity_scale=3.5,
-                                                          popularity_exponent=0.3, offset=-4.0),
-                                 level1=S.LevelConfig(candidates=30, feed_length=15), days=3,
-                                 rankers=dataclasses.replace(SMOKE.rankers, r0_pairs=2000, rt_pairs=4000)),
-    dials=regimes.Dials(log_sessions=400), maps=("generator",), generator_shifts=(0.0, 1.0), epsilons=(0.1,),
-    replications=2, paper_sessions=400, paper_days=3, m=(1.0, 16.0, math.inf), exposure_samples=8)
+    scenario=dataclasses.replace(SMOKE, level1=S.LevelConfig(candidates=30, feed_length=15), days=3,
+                                 rankers=dataclasses.replace(SMOKE.rankers, r0_pairs=2000, rt_pairs=4000,
+                                                             rt_method="mf_auc")),
+    dials=regimes.Dials(log_sessions=400, epsilon=0.1), maps=("generator",), generator_shifts=(0.0, 1.0),
+    epsilons=(0.1,), replications=2, paper_sessions=400, paper_days=3, m=(1.0, 16.0, math.inf), exposure_samples=8)
 
 
 @pytest.fixture(scope="module")
@@ -292,3 +326,25 @@ def test_tiny_run_writes_the_declared_columns_tables_and_figures(tiny_run):
         values = rates[column].dropna()
         assert ((values >= 0) & (values <= 1)).all()
     assert "Verdict maps" in (out / "README.md").read_text()
+
+
+def test_tiny_run_claims_set_table_2_and_fig_1_beside_ours(tiny_run):
+    """The base regime (G′ = G, the default dials) gives (a)–(c) per signal and (d), the paper cell
+    (a) and (d); each claim carries the paper's r of R_t on the first-level feed, and its verdict
+    follows the verdict table's."""
+    out, _ = tiny_run
+    table = pd.read_csv(out / "table_claims.csv", keep_default_na=False)
+    assert list(table.columns) == list(reporting.CLAIM_COLUMNS)
+    assert set(table.verdict) <= set(reporting.CLAIM_VERDICTS)
+    base = table[table.evidence.str.endswith("generator (0, 0.1)")]
+    paper = table[table.evidence.str.endswith("paper cell")]
+    assert len(base) == 3 * len(S.SIGNALS) + 1 and len(paper) == len(S.SIGNALS) + 1 and len(table) == len(base) + \
+        len(paper)
+    r_like = table2.PAPER["dcg_pbm_q"][table2.SETTINGS.index(("level1", "like", "Rt"))]
+    assert base["source's number"].str.contains(f"r = {r_like:.2f} (L1 C_exp R_t)", regex=False).any()
+    verdict_a = pd.read_csv(out / "table_verdict_a.csv")
+    row = verdict_a[(verdict_a["map"] == "generator") & (verdict_a.x == 0.0) & (verdict_a.signal == "like")].iloc[0]
+    claim = base[base.claim.str.contains("Pearson") & base.claim.str.contains("(like;", regex=False)].iloc[0]
+    assert claim.ours == reporting.number(row.value) and claim.verdict == report_module.CLAIM_VERDICTS[row.verdict]
+    assert set(paper[paper.claim.str.contains("Pearson")].verdict) == {"not testable"}     # one replication
+    assert "## Claims" in (out / "README.md").read_text()

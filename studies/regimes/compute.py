@@ -1,0 +1,333 @@
+"""The regimes study's computation: the regime of a cell (its dials), the logger (ε-greedy or
+Plackett–Luce with estimated placement probabilities), the shifted candidate generator G′, the
+exact online reward of every policy, and each day's records: the estimates correlated with online
+reward and the moments of the per-trajectory differences Δ_τ(m) (the package docstring states the
+design)."""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simrec import feed, ope
+from simrec.runner import shared_key
+from simrec_studies import scenarios as S
+
+if TYPE_CHECKING:
+    from simrec_studies.regimes import Dials, RegimesConfig
+
+LEVEL = "level1"                     # the scenario level whose settings (view, N, K) the study uses
+#: dial -> (the config field holding its grid values, its label in tables and figures)
+DIALS = {
+    "epsilon": ("epsilons", "logger ε (ε-greedy)"),
+    "temperature": ("temperatures", "logger PL temperature"),
+    "log_sessions": ("sessions", "logged sessions / day"),
+    "session_share": ("session_shares", "session-length share of global drift"),
+    "item_walk": ("item_walks", "item random-walk sd / day"),
+    "view_walk": ("view_walks", "view random-walk sd / day"),
+    "generator_shift": ("generator_shifts", "generator shift λ (G′ vs G)"),
+}
+#: map -> (x dial, y dial); a map with the temperature dial uses the Plackett–Luce logger
+MAPS = {
+    "exploration": ("epsilon", "log_sessions"),
+    "plackett_luce": ("temperature", "item_walk"),
+    "drift": ("session_share", "item_walk"),
+    "examination": ("view_walk", "session_share"),
+    "generator": ("generator_shift", "epsilon"),
+}
+PAPER = "paper"                      # the map name of the paper-like cell (default dials, 10^6 sessions)
+CORRELATED = ("dcg_log_c", "dcg_log_q", "dcg_pbm_c", "dcg_pbm_q", "ndcg_skip", "ndcg_zero")
+TARGET = "rt"                        # the target whose daily estimates are correlated (Table 2's R_t)
+DAY_QUANTITIES = ("log_length", "engagement", "depth", "max_weight")
+BLOCK = 1 << 16                      # sessions per block of the difference moments
+
+
+# ---- cells and setup -----------------------------------------------------------------------------
+
+def grid(config: RegimesConfig, name: str) -> tuple[tuple, tuple]:
+    """The (x values, y values) of a map."""
+    x, y = MAPS[name]
+    return getattr(config, DIALS[x][0]), getattr(config, DIALS[y][0])
+
+
+def cells(config: RegimesConfig) -> list[dict]:
+    out = []
+    for name in config.maps:
+        xs, ys = grid(config, name)
+        out += [{"map": name, "x": float(x), "y": float(y), "replication": r}
+                for x in xs for y in ys for r in range(config.replications)]
+    if config.paper_sessions:
+        out += [{"map": PAPER, "x": float(config.paper_sessions), "y": 0.0, "replication": r}
+                for r in range(config.paper_replications)]
+    return out
+
+
+def cell_dials(config: RegimesConfig, cell: dict) -> Dials:
+    """The dials of a cell: config.dials with the map's two dials set (the temperature dial
+    switches to the Plackett–Luce logger); the paper cell changes log_sessions only."""
+    if cell["map"] == PAPER:
+        return dataclasses.replace(config.dials, log_sessions=int(cell["x"]))
+    x, y = MAPS[cell["map"]]
+    values = {x: cell["x"], y: cell["y"]}
+    if "log_sessions" in values:
+        values["log_sessions"] = int(values["log_sessions"])
+    return dataclasses.replace(config.dials, **values)
+
+
+@dataclass(frozen=True, eq=False)
+class Shared:
+    """The run's platform (`scenarios.platform`, replication 0, r0 and rt trained) and the
+    Plackett–Luce logger's `placement` for each temperature a cell uses (it depends on the
+    temperature alone: r0's scores and G are the same in every regime)."""
+    platform: S.Platform
+    placements: dict[float, jax.Array]
+
+
+def setup(key, config: RegimesConfig) -> Shared:
+    """Build (and train) the platform and the placements once per run; `key` is the run's root key."""
+    platform = S.platform(key, config.scenario, 0, (S.Trained("r0"), S.Trained("rt")))
+    r0 = S.scores(platform, S.Trained("r0"))
+    temperatures = sorted({cell_dials(config, cell).temperature for cell in cells(config)} - {0.0})
+    return Shared(platform, {t: placement(shared_key(key, "placement"),
+                                          logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=t)),
+                                          platform.world.n_users, config.exposure_samples) for t in temperatures})
+
+
+# ---- one regime ------------------------------------------------------------------------------------
+
+def regime_config(scenario: S.ScenarioConfig, dials: Dials) -> S.ScenarioConfig:
+    """The scenario of a regime: level1's epsilon, the drift (session = global_drift · sqrt(share),
+    engagement = global_drift · sqrt(1 − share), the two walks) and the log size from the dials."""
+    drift = dataclasses.replace(scenario.drift, session=dials.global_drift * math.sqrt(dials.session_share),
+                                engagement=dials.global_drift * math.sqrt(1.0 - dials.session_share),
+                                item_walk=dials.item_walk, view_walk=dials.view_walk)
+    return dataclasses.replace(scenario, drift=drift, log_sessions=dials.log_sessions,
+                               level1=dataclasses.replace(scenario.level1, epsilon=dials.epsilon))
+
+
+def _standardised(table: np.ndarray) -> np.ndarray:
+    """Each row minus its mean over its standard deviation (f32[U, A]; a constant row -> 0)."""
+    table = np.asarray(table, np.float64)
+    sd = table.std(axis=1, keepdims=True)
+    return ((table - table.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
+
+
+def shifted_generator(platform: S.Platform, target_scores: feed.ItemFn, shift: float) -> feed.FixedCandidates:
+    """G′: the top N per user of (1 − shift)·z(retrieval) + shift·z(target scores) (z: standardised
+    per user); shift 0 returns the platform's G itself."""
+    if shift == 0:
+        return platform.candidates[LEVEL]
+    blend = ((1.0 - shift) * _standardised(S.retrieval_scores(platform).params)
+             + shift * _standardised(target_scores.params))
+    n = S.level_config(platform.config, LEVEL).candidates
+    return feed.top_k_candidates(feed.from_table(blend), n, platform.world.n_users)
+
+
+def logger_policy(platform: S.Platform, r0: feed.ItemFn, dials: Dials) -> feed.Policy:
+    """R₀: ε-greedy around Sort(r0) on G (temperature 0, `scenarios.logging_policy`), or
+    Plackett–Luce over per-user standardised r0 scores at the dial's temperature on G."""
+    if dials.temperature == 0:
+        return S.logging_policy(platform, LEVEL, r0)
+    ranker = feed.PlackettLuce(feed.from_table(_standardised(r0.params)), jnp.float32(dials.temperature))
+    return feed.Policy(platform.candidates[LEVEL], ranker, S.level_config(platform.config, LEVEL).feed_length)
+
+
+@functools.partial(jax.jit, static_argnames=("feed_length", "num_samples"))
+def _placement(key, logits, feed_length: int, num_samples: int):
+    def sample(k):
+        order = jnp.argsort(-(logits + jax.random.gumbel(k, logits.shape)), axis=1)            # [X, N]
+        position = jnp.argsort(order, axis=1)
+        ordered = jnp.take_along_axis(logits, order, axis=1)
+        log_rest = jax.lax.cumlogsumexp(ordered[:, ::-1], axis=1)[:, ::-1][:, :feed_length]     # log Z_i
+        available = position[:, :, None] >= jnp.arange(feed_length)[None, None, :]
+        return jnp.where(available, jnp.exp(logits[:, :, None] - log_rest[:, None, :]), 0.0)
+
+    total = jax.lax.fori_loop(0, num_samples, lambda r, acc: acc + sample(jax.random.fold_in(key, r)),
+                              jnp.zeros((*logits.shape, feed_length)))
+    return total / num_samples
+
+
+def placement(key, policy: feed.Policy, num_contexts: int, num_samples: int) -> jax.Array:
+    """P̂(a at rank i | x) of a Plackett–Luce policy on fixed candidates, for each context's
+    candidates and every shown rank: the mean over `num_samples` sampled rankings σ of the
+    conditional placement probability  1[a not in σ_1..σ_{i−1}] · w_a / Z_i,  w = exp(score / T),
+    Z_i = the sum of w over the candidates not yet placed — unbiased for P(a at rank i) and positive
+    at rank 1 for every candidate (Oosterhuis, SIGIR'21, PL-Rank's estimator with the view model
+    factored out, so that one set of samples serves every day's view model). f32[X, N, K]."""
+    if not isinstance(policy.ranker, feed.PlackettLuce) or not isinstance(policy.generator, feed.FixedCandidates):
+        raise ValueError("placement needs a Plackett–Luce ranker on fixed candidates")
+    contexts = jnp.arange(num_contexts, dtype=jnp.int32)
+    candidates = feed.sample_candidates(None, policy.generator, contexts)
+    logits = feed.item_values(policy.ranker.scores, contexts, candidates) / policy.ranker.temperature
+    return _placement(key, logits, policy.feed_length, num_samples)
+
+
+@functools.partial(jax.jit, static_argnames=("num_items",))
+def _placement_table(placement_, candidates, survival, num_items: int):
+    values = jnp.einsum("xnk,k->xn", placement_, survival)
+    rows = jnp.arange(candidates.shape[0])[:, None]
+    return jnp.zeros((candidates.shape[0], num_items), jnp.float32).at[rows, candidates].set(values)
+
+
+def exposure_table(policy: feed.Policy, view, num_contexts: int, placement_=None) -> jax.Array:
+    """ε(x, a) f32[X, A] under `view` (KDD'24 Eq. 6): exact (`feed.exposure`) for Sort and
+    ε-greedy rankers, Σ_i P̂(a at i | x) S(i) from `placement` for the Plackett–Luce logger."""
+    if placement_ is None:
+        return feed.exposure(None, policy, view, np.arange(num_contexts)).mean
+    candidates = feed.sample_candidates(None, policy.generator, jnp.arange(num_contexts, dtype=jnp.int32))
+    survival = feed.view_probability(view, policy.feed_length)
+    return _placement_table(placement_, candidates, survival, feed.num_items(policy))
+
+
+@jax.jit
+def _table_value(quality, activity, table):
+    return jnp.einsum("sxa,xa,x->s", quality, table, activity)
+
+
+def table_value(scenario: feed.Scenario, table) -> np.ndarray:
+    """Online reward per session and signal of a policy with exposure table ε f32[X, A] under the
+    scenario's view model, without within-session violations: Σ_x p(x) Σ_a q_s(x, a) ε(x, a)
+    (`feed.online_value`'s value for an exact policy).  f64[S]."""
+    quality = jnp.stack([q.params for q in scenario.quality])
+    return np.asarray(_table_value(quality, scenario.activity, table), np.float64)
+
+
+def difference_moments(rewards, logging_exposure, target_exposures: dict, viewed, m, block: int = BLOCK) -> dict:
+    """Mean and standard error over trajectories of Δ_τ(m) = DCG_τ(ε; m) − DCG_τ(ε₀; m)
+    (`ope.trajectory_dcg`, clipped IPS with a target's and the logger's own exposures) for every
+    target and m, accumulated over blocks of `block` sessions so memory stays O(block · M).
+    rewards, logging_exposure: [N, K]; target_exposures: {name: f32[N, K]}; viewed: bool[N, K];
+    m: f[M]. Returns {name: (mean f64[M], se f64[M])}."""
+    m = np.asarray(m, np.float64)
+    n = viewed.shape[0]
+    total = {name: np.zeros(m.size) for name in target_exposures}
+    squares = {name: np.zeros(m.size) for name in target_exposures}
+    shift = {}
+    for start in range(0, n, block):
+        part = slice(start, start + block)
+        args = (rewards[part], logging_exposure[part])
+        base = np.asarray(ope.trajectory_dcg(*args, logging_exposure[part], viewed[part], m), np.float64)
+        for name, exposure in target_exposures.items():
+            delta = np.asarray(ope.trajectory_dcg(*args, exposure[part], viewed[part], m), np.float64) - base
+            centre = shift.setdefault(name, delta.mean(axis=1))         # centring keeps the sums exact
+            centred = delta - centre[:, None]
+            total[name] += centred.sum(axis=1)
+            squares[name] += (centred * centred).sum(axis=1)
+    out = {}
+    for name in target_exposures:
+        mean = total[name] / n
+        variance = np.maximum(squares[name] - n * mean * mean, 0.0) / (n - 1)
+        out[name] = (shift[name] + mean, np.sqrt(variance / n))
+    return out
+
+
+def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.Log, d: int) -> list[dict]:
+    """The day's `DAY_QUANTITIES` records: the log session-length factor and the engagement factor
+    of the day's drift, the mean logged depth and the largest importance weight 1/ε₀ of the log."""
+    viewed = np.asarray(log.viewed)
+    logged = np.asarray(log.logging_exposure)[viewed]
+    log_length = dials.global_drift * math.sqrt(dials.session_share) * today.session + (
+        dials.view_walk * float(S.walk(platform, "view", d)[0]) if dials.view_walk > 0 else 0.0)
+    return [{"signal": "", "target": "", "quantity": q, "m": math.nan, "value": float(v)}
+            for q, v in zip(DAY_QUANTITIES, (log_length, today.engagement, float(np.mean(np.sum(viewed, axis=1))),
+                                             float(1.0 / logged.min())))]
+
+
+def correlated_estimates(rewards, exposures: dict, viewed, discount) -> dict[str, tuple[float, float]]:
+    """{`CORRELATED` estimator: (value, standard error)} of the target rt on one signal's log:
+    DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} (`ope.dcg_sweep`) and nDCG (pbm, Q̂) with sessions
+    without an ideal skipped or counted as 0. exposures: {"log" | "pbm": {"R0" | label: ε of the
+    logged items}}; discount: the pbm's view probabilities (the ideal's discount)."""
+    values = {}
+    for view in exposures:
+        e0, e = exposures[view]["R0"], exposures[view][TARGET]
+        est = ope.dcg_sweep(rewards, e0, e, viewed, np.array([1.0, math.inf]))
+        values[f"dcg_{view}_c"] = (est.value[0], est.standard_error[0])
+        values[f"dcg_{view}_q"] = (est.value[1], est.standard_error[1])
+    e0, e = exposures["pbm"]["R0"], exposures["pbm"][TARGET]
+    idcg = ope.ideal_dcg(rewards, e0, viewed, discount, math.inf)
+    for zero in ("skip", "zero"):
+        est = ope.mean_estimate(ope.trajectory_ndcg(rewards, e0, e, viewed, discount, math.inf, zero_ideal=zero,
+                                                    idcg=idcg))
+        values[f"ndcg_{zero}"] = (est.value, est.standard_error)
+    return values
+
+
+def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict, log_tables: dict,
+                 placement_, d: int) -> list[dict]:
+    """Records of one day of a regime (`COLUMNS` less map, x, y, replication). policies: {"R0":
+    R₀, label: target}; log_tables: their exposure tables under the log discount (the same every
+    day); placement_: the Plackett–Luce logger's `placement` (None for ε-greedy); the platform
+    carries the regime's scenario config."""
+    lv = S.level_config(platform.config, LEVEL)
+    n_users = platform.world.n_users
+    today = S.day(platform, LEVEL, d)
+    scenario = today.scenario
+
+    def tables(view) -> dict:
+        return {name: exposure_table(p, view, n_users, placement_ if name == "R0" else None)
+                for name, p in policies.items()}
+
+    true = tables(scenario.view)
+    log = feed.simulate(key, scenario, policies["R0"], dials.log_sessions, day=d, logging_exposure=true["R0"])
+    viewed = log.viewed
+    online = {name: table_value(scenario, table) for name, table in true.items()}
+    out = _day_quantities(platform, dials, today, log, d)
+    pbm = feed.fit_view_model(viewed)
+    exposures = {view: {name: ope.logged_exposures(log, table) for name, table in by.items()}
+                 for view, by in (("log", log_tables), ("pbm", tables(pbm)))}
+    discount = feed.view_probability(pbm, lv.feed_length)
+    m = np.asarray(config.m, np.float64)
+    for s, signal in enumerate(scenario.signals):
+        rewards = log.rewards[s]
+        out += [{"signal": signal, "target": name, "quantity": "online", "m": math.nan, "value": float(v[s])}
+                for name, v in online.items()]
+        values = correlated_estimates(rewards, exposures, viewed, discount)
+        e0 = exposures["pbm"]["R0"]
+        for q in CORRELATED:
+            out += [{"signal": signal, "target": TARGET, "quantity": q, "m": math.nan, "value": float(values[q][0])},
+                    {"signal": signal, "target": TARGET, "quantity": f"se[{q}]", "m": math.nan,
+                     "value": float(values[q][1])}]
+        moments = difference_moments(rewards, e0, {name: e for name, e in exposures["pbm"].items() if name != "R0"},
+                                     viewed, m)
+        for name, (mean, se) in moments.items():
+            out += [{"signal": signal, "target": name, "quantity": q, "m": float(mv), "value": float(v)}
+                    for q, vals in (("delta", mean), ("delta_se", se)) for mv, v in zip(m, vals)]
+    return out
+
+
+def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict]:
+    """Records of one cell: its regime's `days` days. `key` is the run's root key; day t of
+    replication r draws from fold_in(shared_key(key, "replication:r"), t) at every grid point."""
+    dials = cell_dials(config, cell)
+    platform = dataclasses.replace(shared.platform, config=regime_config(config.scenario, dials))
+    r0 = S.scores(platform, S.Trained("r0"))
+    rankers = {S.ranker_label(r): S.scores(platform, r) for r in config.improving + config.harmful}
+    generator = shifted_generator(platform, rankers[TARGET], dials.generator_shift)
+    feed_length = S.level_config(platform.config, LEVEL).feed_length
+    policies = {"R0": logger_policy(platform, r0, dials),
+                **{name: feed.Policy(generator, feed.Sort(scores), feed_length) for name, scores in rankers.items()}}
+    base = shared_key(key, f"replication:{cell['replication']}")
+    n_users = platform.world.n_users
+    placement_ = None if dials.temperature == 0 else shared.placements[dials.temperature]
+    log_tables = {name: exposure_table(p, feed.Logarithmic(), n_users, placement_ if name == "R0" else None)
+                  for name, p in policies.items()}
+    activity = np.asarray(jax.nn.softmax(platform.world.user_log_activity), np.float64)     # the base user mix
+    head = {"map": cell["map"], "x": cell["x"], "y": cell["y"], "replication": cell["replication"]}
+    out = [{**head, "day": -1, "signal": "", "target": name, "quantity": "lost", "m": math.nan,
+            "value": float(np.asarray(ope.support_loss(log_tables["R0"], table), np.float64) @ activity)}
+           for name, table in log_tables.items() if name != "R0"]
+    days = config.paper_days if cell["map"] == PAPER else config.scenario.days
+    for t in range(days):
+        d = cell["replication"] * days + t
+        records = _day_records(jax.random.fold_in(base, t), platform, config, dials, policies, log_tables, placement_,
+                               d)
+        out += [{**head, "day": d, **record} for record in records]
+    return out
+
