@@ -2,7 +2,7 @@
 alone, on a dial from 0 (the assumption holds) to strong, and what the violation does to the offline
 estimators of an online difference.
 
-The setting is one feed level of `simrec_studies.scenarios` (default: level 1, the scroll-budget view
+The setting is one feed level of `simrec_studies.common.scenarios` (default: level 1, the scroll-budget view
 model, no violation) on one day of one platform: R₀ = epsilon-greedy around the trained ranker r0
 logs D₀ (`feed.simulate`), and deterministic targets R_t (improving: rt and a noisy oracle;
 harmful: two very noisy oracles) are scored on it. Every estimator is compared with the EXACT online
@@ -73,12 +73,12 @@ from dataclasses import dataclass, field
 from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec.world import WorldConfig
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.assumptions.compute import ASSUMPTIONS, DIAL_FIELDS, cells, compute, setup
 from simrec_studies.assumptions.report import report
 from simrec_studies.common.comparison import Comparison
 from simrec_studies.common.configs import checked
-from simrec_studies.scenarios import NoisyOracle, Trained
+from simrec_studies.common.scenarios import NoisyOracle, Trained
 
 __all__ = ["AssumptionsConfig", "COLUMNS", "PRESETS", "SCENARIO", "COMPARISON", "STUDY"]
 
@@ -116,7 +116,7 @@ def _dials(name: str, values, high: float) -> None:
 @dataclass(frozen=True)
 class AssumptionsConfig:
     """The assumptions study's settings (module docstring)."""
-    #: platform, world, feed levels and sample sizes (`simrec_studies.scenarios`); one day (day 0) is
+    #: platform, world, feed levels and sample sizes (`simrec_studies.common.scenarios`); one day (day 0) is
     #: used, scenario.log_sessions sessions per log (scenario.ab_sessions is not used)
     scenario: scenarios.ScenarioConfig = field(default_factory=lambda: SCENARIO)
     level: str = "level1"            # the feed level whose view model, candidates and epsilon are used

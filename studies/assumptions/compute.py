@@ -15,7 +15,7 @@ import numpy as np
 from simrec import feed, ope
 from simrec.feed.policies import table_values
 from simrec.runner import cell_key, shared_key
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 
 if TYPE_CHECKING:
     from simrec_studies.assumptions import AssumptionsConfig

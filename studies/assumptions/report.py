@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from simrec import reporting
 from simrec.reporting import Claim
 from simrec.runner import Report
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.assumptions.compute import ASSUMPTIONS, BASELINE, DIAL_FIELDS, METRICS
 
 if TYPE_CHECKING:

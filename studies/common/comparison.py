@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from simrec import validate
 from simrec.config import ConfigError
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.common.configs import checked
-from simrec_studies.scenarios import Trained
+from simrec_studies.common.scenarios import Trained
 
 __all__ = ["Comparison", "ZERO_IDEALS"]
 

@@ -1,7 +1,7 @@
 """Study ``correlation``: do offline (n)DCG estimates track online reward over days? (Jeunen,
 Potapov & Ustimenko, KDD'24 §6.1, Table 2.)
 
-Setting: `simrec_studies.scenarios` — a platform with a fixed candidate generator G, a logging
+Setting: `simrec_studies.common.scenarios` — a platform with a fixed candidate generator G, a logging
 policy R₀ (epsilon-greedy around MF-AUC) and a deterministic target R_t (MF-ADG trained longer), two feed
 levels (level 1: scroll-budget view model, no violations, m = inf; level 2: exponential view,
 cascade and satiation, m = 200) and two signals (``like`` explicit and rare, ``watch`` implicit
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from simrec import validate
 from simrec.runner import Study
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 from simrec_studies.common.configs import checked
 from simrec_studies.common.table2 import ESTIMATORS, POLICIES
 from simrec_studies.correlation.compute import (DAY_QUANTITIES, ESTIMATES, POSITIVE_BINS, RANKERS, SIGNAL_QUANTITIES,
@@ -73,7 +73,7 @@ COLUMNS = {"replication": int, "day": int, "level": str, "signal": str, "policy"
 @dataclass(frozen=True)
 class CorrelationConfig:
     """The correlation study's settings; replication r runs on platform r mod platforms."""
-    #: the feed setting (`simrec_studies.scenarios`); scenario.days = the length of one
+    #: the feed setting (`simrec_studies.common.scenarios`); scenario.days = the length of one
     #: experiment (7 as in the paper)
     scenario: S.ScenarioConfig = field(default_factory=lambda: S.PRESETS["default"])
     #: days per replication (the many-day variant, cut into scenario.days-day experiments for Table 2)

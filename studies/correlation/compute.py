@@ -12,7 +12,7 @@ import numpy as np
 
 from simrec import feed, ope
 from simrec.runner import cell_key
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 from simrec_studies.common.table2 import POLICIES
 
 if TYPE_CHECKING:

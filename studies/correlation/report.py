@@ -13,7 +13,7 @@ import pandas as pd
 from simrec import reporting, stats
 from simrec.reporting import Claim
 from simrec.runner import Report
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 from simrec_studies.common.table2 import ESTIMATORS, PAPER, PAPER_P, SETTINGS, setting_label
 from simrec_studies.correlation.compute import DAY_QUANTITIES, ESTIMATES, POSITIVE_BINS, SIGNAL_QUANTITIES
 

@@ -2,7 +2,7 @@
 alone, and what does its error do to DCG as an off-policy estimate? (Joachims et al., WSDM'17;
 Wang et al., WSDM'18; Agarwal et al., WSDM'19; Jeunen et al., KDD'24 Table 2's learnt `pbm`)
 
-On the feed platform of `simrec_studies.scenarios` (day 0 of each level, position-based: the
+On the feed platform of `simrec_studies.common.scenarios` (day 0 of each level, position-based: the
 level-2 cascade and satiation are switched off here, so that one curve θ_k describes the
 examination exactly), each replication draws, for each log size N:
 
@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 
 from simrec import validate
 from simrec.runner import ConfigError, Study
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.common.configs import checked
 from simrec_studies.position_bias.compute import DOWNSTREAM, ESTIMATORS, cells, compute, setup
 from simrec_studies.position_bias.report import LABELS, report
-from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
+from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 
 __all__ = ["PositionBiasConfig", "COLUMNS", "PRESETS", "PBM_DEFAULT", "PBM_SMOKE", "ESTIMATORS", "DOWNSTREAM",
            "LABELS", "STUDY", "cells", "compute", "setup"]
@@ -70,7 +70,7 @@ PBM_SMOKE = dataclasses.replace(scenarios.PRESETS["smoke"], level2=dataclasses.r
 @dataclass(frozen=True)
 class PositionBiasConfig:
     """The position-bias study's settings (module docstring)."""
-    #: platform, feed levels and the OPE log's size scenario.log_sessions (`simrec_studies.scenarios`);
+    #: platform, feed levels and the OPE log's size scenario.log_sessions (`simrec_studies.common.scenarios`);
     #: day 0 of each level is used; cascade and satiation should be 0 (a PBM)
     scenario: scenarios.ScenarioConfig = field(default_factory=lambda: PBM_DEFAULT)
     levels: tuple[str, ...] = scenarios.LEVELS       # feed levels studied

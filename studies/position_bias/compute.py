@@ -12,7 +12,7 @@ import numpy as np
 
 from simrec import feed
 from simrec.runner import cell_key
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.common.differences import offline_differences
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from simrec import reporting
 from simrec.runner import Report
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.position_bias.compute import DOWNSTREAM, ESTIMATORS
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ of a deterministic ranker, candidate generator G fixed in §6.1):
 * (d) clipped DCG detects true online improvements with few false positives, best at a moderate
   clipping m (Fig. 1).
 
-Here every conclusion is re-tested on a grid of regimes of the `simrec_studies.scenarios` feed
+Here every conclusion is re-tested on a grid of regimes of the `simrec_studies.common.scenarios` feed
 (one level, the scroll-budget view model, no violations of Asm. 1–5 except Asm. 5 when G′ ≠ G):
 
 * exploration of the logger R₀ — epsilon-greedy around Sort(r0) (``epsilon``), or Plackett–Luce
@@ -80,7 +80,7 @@ from dataclasses import dataclass, field
 from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec.world import WorldConfig
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 from simrec_studies.common.configs import checked
 from simrec_studies.regimes.compute import DIALS, MAPS
 
@@ -132,7 +132,7 @@ def _platform() -> S.ScenarioConfig:
 @dataclass(frozen=True)
 class RegimesConfig:
     """The regimes study's settings (module docstring)."""
-    #: platform, view model, signals and rankers (`simrec_studies.scenarios`; level1 is used, its
+    #: platform, view model, signals and rankers (`simrec_studies.common.scenarios`; level1 is used, its
     #: epsilon and the drift are set by the dials); scenario.days = days per replication
     scenario: S.ScenarioConfig = field(default_factory=_platform)
     dials: Dials = field(default_factory=Dials)        # the regime where a map does not vary a dial

@@ -17,7 +17,7 @@ import numpy as np
 
 from simrec import feed, ope
 from simrec.runner import shared_key
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 
 if TYPE_CHECKING:
     from simrec_studies.regimes import Dials, RegimesConfig

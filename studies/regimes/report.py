@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from simrec import reporting, stats
 from simrec.reporting import Claim
 from simrec.runner import Report
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 from simrec_studies.common import table2
 from simrec_studies.common.table2 import ESTIMATORS
 from simrec_studies.regimes.compute import CORRELATED, DIALS, MAPS, PAPER, TARGET, cell_dials, grid

@@ -2,7 +2,7 @@
 at which clipping m? (Jeunen, Potapov & Ustimenko, KDD'24 §6.2, Fig. 1, extended)
 
 A *setting* is (feed level, reward signal, target ranker R_t, day) on the platform of
-`simrec_studies.scenarios`. On day d the logging policy R₀ (epsilon-greedy around a trained ranker) logs
+`simrec_studies.common.scenarios`. On day d the logging policy R₀ (epsilon-greedy around a trained ranker) logs
 D₀ᵈ (`feed.simulate`), and every target is scored on that log with per-trajectory differences
 
     Δ_τ(m) = f_τ(R_t; m) − f_τ(R₀; m),   f = clipped-IPS DCG (`ope.trajectory_dcg`) or nDCG
@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 
 from simrec import validate
 from simrec.runner import ConfigError, Study
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.common.configs import checked
-from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
+from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 from simrec_studies.sensitivity.compute import (AA, AA_LOGS, METRICS, M_GRID, cells, compute, offline_grid,
                                                 online_truth, setup)
 from simrec_studies.sensitivity.report import NULL_KINDS, report
@@ -81,7 +81,7 @@ COLUMNS = {"part": str, "level": str, "day": int, "m": float, "signal": str, "ta
 @dataclass(frozen=True)
 class SensitivityConfig:
     """The sensitivity study's settings (module docstring)."""
-    #: platform, feed levels, drift, days and sample sizes (`simrec_studies.scenarios`): each of
+    #: platform, feed levels, drift, days and sample sizes (`simrec_studies.common.scenarios`): each of
     #: scenario.days days of each level logs scenario.log_sessions sessions of R₀ and A/B-tests R₀
     #: against the improving targets with scenario.ab_sessions sessions per arm
     scenario: scenarios.ScenarioConfig = field(default_factory=lambda: AB_POWERED)

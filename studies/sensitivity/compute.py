@@ -11,7 +11,7 @@ import jax
 
 from simrec import feed
 from simrec.runner import cell_key
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.common.differences import METRICS, independent_aa, offline_differences, target_values
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def setup(key, config: SensitivityConfig) -> Shared:
 
 
 def _policies(platform: scenarios.Platform, config: SensitivityConfig, level: str, d: int):
-    """(the day's scenario, R₀, {label: R_t}) of one level on day d (`simrec_studies.scenarios`)."""
+    """(the day's scenario, R₀, {label: R_t}) of one level on day d (`simrec_studies.common.scenarios`)."""
     targets = {scenarios.ranker_label(r): scenarios.target_policy(platform, level, scenarios.scores(platform, r))
                for r in config.targets}
     logger = scenarios.logging_policy(platform, level, scenarios.scores(platform, config.logger))

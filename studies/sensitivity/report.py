@@ -15,7 +15,7 @@ from scipy import stats as scipy_stats
 from simrec import reporting, stats
 from simrec.reporting import Claim
 from simrec.runner import Report
-from simrec_studies import scenarios
+from simrec_studies.common import scenarios
 from simrec_studies.sensitivity.compute import AA, AA_LOGS, METRICS
 
 if TYPE_CHECKING:

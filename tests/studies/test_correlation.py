@@ -19,7 +19,7 @@ import scipy.stats
 from simrec import feed, ope, reporting, runner, stats
 from simrec_studies import correlation, scenarios
 from simrec_studies.common import table2
-from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
+from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 
 compute_module = importlib.import_module("simrec_studies.correlation.compute")
 report_module = importlib.import_module("simrec_studies.correlation.report")

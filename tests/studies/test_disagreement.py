@@ -170,13 +170,13 @@ def _summary_frames(tau_dcg: float, tau_ndcg: float):
 
 def test_verdict_names_the_closer_metric_only_beyond_the_tie_margin():
     config = disagreement.PRESETS["default"]
-    tie = disagreement._verdict(config, *_summary_frames(0.918, 0.9175))
+    tie = report_module._verdict(config, *_summary_frames(0.918, 0.9175))
     assert "1.5% of model pairs on simulated (Kendall 0.970)" in tie
     assert "25.1% on MovieLens-1M" in tie
     assert "neither metric orders the models measurably closer" in tie
     assert "0.0% of pairs at equal counts (s = 0), 17.0% at cv 1.30" in tie
     assert "within 0.01 at s = 0; nDCG closer at s = 1.5" in tie
-    won = disagreement._verdict(config, *_summary_frames(0.95, 0.90))
+    won = report_module._verdict(config, *_summary_frames(0.95, 0.90))
     assert "DCG orders the models closer to it: Kendall tau against the complete-data DCG@100 " \
            "is 0.950 for DCG and 0.900 for nDCG" in won
 

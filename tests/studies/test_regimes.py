@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from simrec import feed, reporting, runner
 from simrec.world import drift, make_world
 from simrec_studies import regimes
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 from simrec_studies.common import table2
 
 compute_module = importlib.import_module("simrec_studies.regimes.compute")
@@ -271,7 +271,7 @@ def test_a_report_only_edit_changes_no_cell_address():
     assert study.module == "simrec_studies.regimes.compute"
     assert runner.report_module(study) == "simrec_studies.regimes.report"
     closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.regimes", "simrec_studies.regimes.compute", "simrec_studies.scenarios"} <= set(closure)
+    assert {"simrec_studies.regimes", "simrec_studies.regimes.compute", "simrec_studies.common.scenarios"} <= set(closure)
     assert not {"simrec_studies.regimes.report", "simrec.reporting", "simrec_studies.common.table2"} & set(closure)
     assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
                 not in ("regimes", "common", "scenarios")]

@@ -1,4 +1,4 @@
-"""The feed studies' shared scenarios (`simrec_studies.scenarios`): a day's `feed.Scenario`, built by
+"""The feed studies' shared scenarios (`simrec_studies.common.scenarios`): a day's `feed.Scenario`, built by
 `simrec.feed.scenario_from_world`, is bit for bit the scenario of the hand-written recipe the
 module used before (same pytree, same logs from the same keys), on both levels, several days, and
 with the persistent drifts on. Every feed study (correlation, sensitivity, regimes, assumptions,
@@ -12,7 +12,7 @@ import pytest
 
 from simrec import feed, validate
 from simrec.world import drift
-from simrec_studies import scenarios as S
+from simrec_studies.common import scenarios as S
 
 SMOKE = S.PRESETS["smoke"]
 WALKING = dataclasses.replace(SMOKE, drift=dataclasses.replace(SMOKE.drift, item_walk=0.1, view_walk=0.2))

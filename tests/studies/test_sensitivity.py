@@ -19,7 +19,7 @@ from statsmodels.stats.proportion import proportion_confint
 from simrec import cli, feed, reporting, runner
 from simrec_studies import sensitivity
 from simrec_studies.common import differences
-from simrec_studies.scenarios import NoisyOracle, Popularity, Trained
+from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 from tests.studies.hand_feed import A, K, X, hand_feed
 
 sensitivity_report = importlib.import_module("simrec_studies.sensitivity.report")  # the module, not the function
