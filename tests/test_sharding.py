@@ -142,33 +142,30 @@ def test_non_writer_process_computes_but_writes_nothing(tmp_path, monkeypatch):
 
 def test_sharded_simulation_and_estimates_equal_single_device():
     """Log, exposure tables and Factors metrics bit-identical, sweep estimates bit-identical (their
-    block sums are added in block order), on 1 device and on two `jax.distributed` processes on
-    localhost with 2 devices each (4 devices: sharding within and across processes; the 1 vs 8
-    devices case is the CLI test below)."""
+    block sums are added in block order), on 1 device, on 8 devices of one process, and on two
+    `jax.distributed` processes on localhost with 2 devices each (4 devices: sharding within and
+    across processes)."""
     port = _free_port()
     job = ["-m", "tests.sharding_job"]
-    runs = _finish([_start(job, 1), _start(job + [f"127.0.0.1:{port}", "2", "0"], 2),
+    runs = _finish([_start(job, 1), _start(job, 8), _start(job + [f"127.0.0.1:{port}", "2", "0"], 2),
                     _start(job + [f"127.0.0.1:{port}", "2", "1"], 2)])
-    one, distributed, other = (_report(r) for r in runs)
+    one, eight, distributed, other = (_report(r) for r in runs)
     assert other is None                                  # only process 0 reports
-    assert (one["devices"], distributed["devices"], distributed["processes"]) == (1, 4, 2)
+    assert (one["devices"], eight["devices"], distributed["devices"], distributed["processes"]) == (1, 8, 4, 2)
     for key in ("log", "exposure", "metrics", "dcg", "dr"):
-        assert one[key] == distributed[key], key
+        assert one[key] == eight[key] == distributed[key], key
 
 
 def test_cli_tables_byte_identical_on_1_and_8_devices(tmp_path):
-    """`simrec run correlation --preset smoke` on 1 and on 8 devices writes byte-identical tables
-    and records. The smoke config is shrunk with --set so that the pair runs in seconds: one
-    replication of 4 days (the fewest the report's partial correlations accept), 256 logged and
-    A/B sessions per day, rankers trained on 1,000 / 2,000 pairs."""
-    sets = ["--set", "long_days=4", "--set", "replications=1", "--set", "scenario.log_sessions=256",
-            "--set", "scenario.ab_sessions=256", "--set", "scenario.rankers.r0_pairs=1000",
-            "--set", "scenario.rankers.rt_pairs=2000"]
+    """`simrec run counterexample --preset smoke` on 1 and on 8 devices writes byte-identical tables
+    and records, and each manifest names its machine (the numerics of the sharded simulation,
+    exposures, metrics and sweeps on 1, 8 and 2 x 2 devices are the test above; this one is the
+    runner's path, with the study that costs least to compile)."""
     outs = {n: tmp_path / f"d{n}" / "out" for n in (1, 8)}
-    _finish([_start(["-m", "simrec", "run", "correlation", "--preset", "smoke", *sets, "--out", str(outs[n]),
+    _finish([_start(["-m", "simrec", "run", "counterexample", "--preset", "smoke", "--out", str(outs[n]),
                      "--quiet"], n) for n in outs])
     files = sorted(p.name for p in outs[1].iterdir())
-    assert files == sorted(p.name for p in outs[8].iterdir()) and "table_daily.csv" in files
+    assert files == sorted(p.name for p in outs[8].iterdir()) and "records.csv" in files
     for name in files:
         if name != "manifest.json":
             assert (outs[1] / name).read_bytes() == (outs[8] / name).read_bytes(), name

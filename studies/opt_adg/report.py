@@ -94,7 +94,7 @@ def _tables(config, records: pd.DataFrame):
                 if values.empty:
                     row[m] = "–"
                     continue
-                mean, se = values.value.mean(), values.value.std(ddof=1) / math.sqrt(len(values))
+                mean, se = values.value.mean(), reporting.standard_error(values.value)
                 text = f"{mean:.4f} ({se:.4f})"
                 row[m] = f"**{text}**" if m == winner else text
                 long_rows.append({"dataset": name, "method": m, "metric": LABELS[spec], "mean": mean,

@@ -124,7 +124,7 @@ def test_fit_reproduces_the_wrapped_trainer(fitted, name):
 
 
 def test_pairs_map_to_epochs_as_the_studies_do():
-    """pairs P -> ⌈P / nnz⌉ epochs (opt_adg's `epochs`, scenarios' and fold_in's inline formula)."""
+    """pairs P -> ⌈P / nnz⌉ epochs (the epochs the studies report)."""
     spec = CASES["mf-adg"][0]
     for pairs in (TRAIN.nnz, TRAIN.nnz + 1, 2 * TRAIN.nnz):
         expected = models.train(KEY, ADG, TRAIN, epochs=-(-pairs // TRAIN.nnz), batch_size=32,
@@ -190,7 +190,7 @@ def test_mf_fold_in_equals_the_least_squares_fold_in(fitted):
         users = np.asarray(models.fold_in(item, NEW, rule.l2,
                                           unobserved_weight=rule.unobserved_weight,
                                           alpha=rule.alpha))
-        expected = users @ item.T                       # studies/fold_in.py `_fold_in_scorer`
+        expected = users @ item.T
         if rule.item_bias:
             expected = expected + np.asarray(model.params.item_bias)
         np.testing.assert_array_equal(score(model, None, NEW), expected)
@@ -217,7 +217,7 @@ def test_explicit_fold_in_equals_fold_in_ratings(fitted):
 
 
 def test_history_models_equal_the_fold_in_study_formulation(fitted):
-    """studies/fold_in.py scores new users by swapping the histories in for the training rows."""
+    """EASE and item-kNN score new users by swapping their histories in for the training rows."""
     ease, knn = fitted["ease"].params, fitted["item-knn"].params
     rows = np.arange(NEW.shape[0])
     np.testing.assert_array_equal(
