@@ -36,14 +36,16 @@ def pytest_unconfigure(config):
         shutil.rmtree(OWN_CACHE, ignore_errors=True)
 
 
-#: The modules with the longest tests (``--durations`` of a full run on 2 cores), run first: the
-#: workers then end the session on short tests and finish together, instead of one waiting for
-#: the other's last end-to-end run. The order within each module is kept.
-SLOW_FIRST = ("tests/studies/test_bench_scale.py", "tests/test_sharding.py", "tests/studies/test_correlation.py",
-              "tests/studies/test_assumptions.py", "tests/studies/test_sensitivity.py",
-              "tests/studies/test_coat.py", "tests/studies/test_position_bias.py", "tests/studies/test_regimes.py",
-              "tests/studies/test_opt_adg.py", "tests/studies/test_bench_opt_adg.py",
-              "tests/models/test_models_training.py", "tests/studies/test_fold_in.py")
+#: The modules that take longest in all (``--durations`` of a full run on 2 cores), run first: the
+#: workers (a module stays on one, ``--dist loadscope``) then end the session on short modules and
+#: finish together, instead of one waiting for the other's last end-to-end run. The order within
+#: each module is kept.
+SLOW_FIRST = ("tests/test_sharding.py", "tests/studies/test_assumptions.py", "tests/models/test_models_training.py",
+              "tests/studies/test_correlation.py", "tests/test_docs.py", "tests/test_runner.py",
+              "tests/test_feed_policies.py", "tests/studies/test_sensitivity.py", "tests/test_cli.py",
+              "tests/studies/test_opt_adg.py", "tests/studies/test_bench_scale.py", "tests/studies/test_fold_in.py",
+              "tests/test_feed_sessions.py", "tests/studies/test_position_bias.py", "tests/test_feed_position_bias.py",
+              "tests/studies/test_regimes.py", "tests/studies/test_coat.py", "tests/studies/test_protocols.py")
 
 
 def pytest_collection_modifyitems(config, items):
