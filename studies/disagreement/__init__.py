@@ -36,7 +36,7 @@ from simrec.runner import Study
 from simrec.world import WorldConfig
 from simrec_studies.common.configs import checked
 from simrec_studies.disagreement.compute import REAL_DATA, Dataset, Shared, cells, compute, setup
-from simrec_studies.disagreement.report import PAPER, TAU_TIE, report
+from simrec_studies.disagreement.report import PAPER, report
 
 __all__ = ["DisagreementConfig", "COLUMNS", "PRESETS", "STUDY", "PAPER", "REAL_DATA", "Dataset", "Shared", "cells",
            "compute", "setup"]

@@ -2,7 +2,6 @@
 convergence, grid edges and the world calibration."""
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -196,20 +196,6 @@ def test_compute_never_imports_the_report_nor_another_study():
         assert imported <= {"assumptions", "common", "scenarios"}, (module.__name__, imported)
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: the package's report module (and what only it
-    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
-    study = assumptions.STUDY
-    assert study.module == "simrec_studies.assumptions.compute"
-    assert runner.report_module(study) == "simrec_studies.assumptions.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.assumptions", "simrec_studies.assumptions.compute",
-            "simrec_studies.common.comparison"} <= set(closure)
-    assert not {"simrec_studies.assumptions.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("assumptions", "common", "scenarios")]
-
-
 def test_cells_are_the_baseline_and_every_non_zero_dial():
     config = assumptions.PRESETS["default"]
     cells = assumptions.cells(config)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import feed, ope
+from simrec import ope
 from simrec_studies import bench_scale
 
 

@@ -267,15 +267,3 @@ def test_the_claim_is_the_lead_of_a1_and_a2_over_b():
     assert report.claims(config, worse, records)[1].verdict == "not reproduced"
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: report.py (and the report kit) is outside the
-    closure, so an edit of the report re-renders from the cached cells."""
-    study = coat.STUDY
-    assert study.module == "simrec_studies.coat.compute"
-    assert runner.report_module(study) == "simrec_studies.coat.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.coat", "simrec_studies.coat.compute", "simrec_studies.common.rated",
-            "simrec.models.tuning"} <= set(closure)
-    assert not {"simrec_studies.coat.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("coat", "common")]

@@ -322,20 +322,6 @@ def test_noisy_oracles_and_untrained_slots(shared):
         scenarios.scores(untrained, Trained("rt"))
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: the package's report module (and what only it
-    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
-    study = correlation.STUDY
-    assert study.module == "simrec_studies.correlation.compute"
-    assert runner.report_module(study) == "simrec_studies.correlation.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.correlation", "simrec_studies.correlation.compute",
-            "simrec_studies.common.table2"} <= set(closure)
-    assert not {"simrec_studies.correlation.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("correlation", "common", "scenarios")]
-
-
 def _corr(r_by_estimator: dict, p: float = 0.01) -> pd.DataFrame:
     """A `correlations` frame of one setting's weekly experiments: {estimator: [r per week]}."""
     rows = [("week", 0, w, "level1", "like", "Rt", key, r, p)

@@ -195,14 +195,3 @@ def test_claims_set_the_papers_numbers_beside_ours_and_test_equal_counts():
     assert report_module.claims(config, summary, spread.iloc[:0]) == claims[:3]
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: the package's report module (and the report
-    kit it imports) is outside the closure, so editing report.py re-renders from the cache."""
-    study = disagreement.STUDY
-    assert study.module == "simrec_studies.disagreement.compute"
-    assert runner.report_module(study) == "simrec_studies.disagreement.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.disagreement", "simrec_studies.disagreement.compute"} <= set(closure)
-    assert not {"simrec_studies.disagreement.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("disagreement", "common", "scenarios")]

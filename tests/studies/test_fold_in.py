@@ -382,19 +382,6 @@ def test_the_package_keeps_no_state():
             assert banned not in source, (module.__name__, banned)
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: the report module (and what only it imports,
-    e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
-    assert study.STUDY.module == "simrec_studies.fold_in.compute"
-    assert runner.report_module(study.STUDY) == "simrec_studies.fold_in.report"
-    closure = runner.module_closure(study.STUDY.module, ("simrec_studies", "simrec"),
-                                    [runner.report_module(study.STUDY)])
-    assert {"simrec_studies.fold_in", "simrec_studies.fold_in.compute"} <= set(closure)
-    assert not {"simrec_studies.fold_in.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.")
-                and name.split(".")[1] not in ("fold_in", "common")]
-
-
 def test_every_config_field_is_documented():
     """The study's own fields (the nested `WorldConfig` is documented in simrec.world)."""
     assert all(meaning for name, _, _, meaning in runner.config_help(study.PRESETS["default"])

@@ -46,20 +46,6 @@ def test_no_module_level_state(name):
         assert banned not in source, banned
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: the package's report module (and what only it
-    imports, e.g. the report kit) is outside the closure, so editing report.py re-renders from the cache."""
-    study = position_bias.STUDY
-    assert study.module == "simrec_studies.position_bias.compute"
-    assert runner.report_module(study) == "simrec_studies.position_bias.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.position_bias", "simrec_studies.position_bias.compute",
-            "simrec_studies.common.differences", "simrec.ope.registry"} <= set(closure)
-    assert not {"simrec_studies.position_bias.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("position_bias", "common", "scenarios")]
-
-
 @pytest.mark.parametrize("change, message", [
     ({"levels": ("level3",)}, "levels must be"),
     ({"signal": "click"}, "signal must be"),

@@ -258,20 +258,6 @@ def test_claim_verdicts_follow_the_rule_on_the_paired_difference():
                    "d: the protocol changes the winner more often than the metric does": "reproduced"}.items()
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: report.py (and the report kit) is outside the
-    closure, so an edit of the report re-renders from the cached cells."""
-    study = protocols.STUDY
-    assert study.module == "simrec_studies.protocols.compute"
-    assert runner.report_module(study) == "simrec_studies.protocols.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.protocols", "simrec_studies.protocols.compute", "simrec_studies.common.rated",
-            "simrec.models.tuning"} <= set(closure)
-    assert not {"simrec_studies.protocols.report", "simrec.reporting"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("protocols", "common")]
-
-
 def test_graded_gains_impute_unrated_items_and_keep_test_ratings():
     config = TINY
     test = sp.csr_matrix(np.array([[0, 5, 0, 3], [1, 0, 0, 0]], np.float64))

@@ -263,20 +263,6 @@ def test_no_module_level_state():
             assert banned not in source, (module.__name__, banned)
 
 
-def test_a_report_only_edit_changes_no_cell_address():
-    """The code version hashes the compute side only: the package's report module (and what only it
-    imports: the report kit, Table 2's numbers) is outside the closure, so editing report.py
-    re-renders from the cache."""
-    study = regimes.STUDY
-    assert study.module == "simrec_studies.regimes.compute"
-    assert runner.report_module(study) == "simrec_studies.regimes.report"
-    closure = runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)])
-    assert {"simrec_studies.regimes", "simrec_studies.regimes.compute", "simrec_studies.common.scenarios"} <= set(closure)
-    assert not {"simrec_studies.regimes.report", "simrec.reporting", "simrec_studies.common.table2"} & set(closure)
-    assert not [name for name in closure if name.startswith("simrec_studies.") and name.split(".")[1]
-                not in ("regimes", "common", "scenarios")]
-
-
 def test_base_point_is_the_grid_point_at_the_default_dials():
     config = regimes.PRESETS["default"]
     assert report_module.base_point(config) == ("exploration", 0.05, 10_000.0)

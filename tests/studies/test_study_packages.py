@@ -1,0 +1,49 @@
+"""Every study package keeps its report out of its code version: the closure that `simrec.runner`
+hashes into each cell's address is the compute side (the package's ``__init__`` and ``compute``,
+`simrec_studies.common` and the library), never ``report.py``, the report kit or another study, so
+an edit of a report re-renders from the cached cells. (The studies that compute with a shared
+experiment, opt_adg and valid_vs_test, are checked in ``test_opt_adg.py``; ``test_runner.py`` edits
+a package's report and checks that no cell address moves.)"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from importlib.metadata import entry_points
+
+import pytest
+
+from simrec import runner
+
+SHARED_EXPERIMENT = ("opt_adg", "valid_vs_test")
+PACKAGES = sorted(entry.name for entry in entry_points(group="simrec.studies")
+                  if entry.name not in SHARED_EXPERIMENT
+                  and importlib.util.find_spec(f"simrec_studies.{entry.name}").submodule_search_locations)
+
+#: what a study's compute side must reach (the shared modules it computes with), and what only its
+#: report may import
+COMPUTES_WITH = {"assumptions": {"simrec_studies.common.comparison", "simrec_studies.common.scenarios"},
+                 "coat": {"simrec_studies.common.rated", "simrec.models.tuning"},
+                 "correlation": {"simrec_studies.common.table2", "simrec_studies.common.scenarios"},
+                 "position_bias": {"simrec_studies.common.differences", "simrec.ope.registry"},
+                 "protocols": {"simrec_studies.common.rated", "simrec.models.tuning"},
+                 "regimes": {"simrec_studies.common.scenarios"},
+                 "sensitivity": {"simrec_studies.common.differences", "simrec.ope.registry"}}
+REPORT_ONLY = {"regimes": {"simrec_studies.common.table2"}}
+
+
+def test_the_converted_studies_are_packages():
+    assert {"assumptions", "coat", "correlation", "disagreement", "fold_in", "open_bandit", "position_bias",
+            "protocols", "regimes", "sensitivity"} <= set(PACKAGES)
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_a_report_only_edit_changes_no_cell_address(name):
+    study = importlib.import_module(f"simrec_studies.{name}").STUDY
+    package = f"simrec_studies.{name}"
+    assert study.module == f"{package}.compute"
+    assert runner.report_module(study) == f"{package}.report"
+    closure = set(runner.module_closure(study.module, ("simrec_studies", "simrec"), [runner.report_module(study)]))
+    assert {package, f"{package}.compute", *COMPUTES_WITH.get(name, ())} <= closure
+    assert not {f"{package}.report", "simrec.reporting", *REPORT_ONLY.get(name, ())} & closure
+    assert not [module for module in closure if module.startswith("simrec_studies.")
+                and module.split(".")[1] not in (name, "common")]
