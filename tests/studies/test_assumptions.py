@@ -16,7 +16,8 @@ import pytest
 
 from simrec import feed, ope, runner
 from simrec.feed.policies import table_values
-from simrec_studies import assumptions, scenarios
+from simrec_studies import assumptions
+from simrec_studies.common import scenarios
 from tests.studies.hand_feed import A, K, X, hand_feed
 
 # the package's compute side (the package's own name ``compute`` is the study's compute function)

@@ -17,7 +17,8 @@ import pytest
 import scipy.stats
 
 from simrec import feed, ope, reporting, runner, stats
-from simrec_studies import correlation, scenarios
+from simrec_studies import correlation
+from simrec_studies.common import scenarios
 from simrec_studies.common import table2
 from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 

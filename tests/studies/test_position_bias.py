@@ -13,7 +13,8 @@ import pytest
 
 from simrec import feed, runner
 from simrec.runner import ConfigError
-from simrec_studies import position_bias, scenarios
+from simrec_studies import position_bias
+from simrec_studies.common import scenarios
 from simrec_studies.common.scenarios import NoisyOracle, Trained
 
 #: smaller than the smoke preset: one level, two tiny log sizes, one replication, a small OPE log
