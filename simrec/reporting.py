@@ -8,6 +8,8 @@ Every study's report is built from these few pieces, so that a rule is written o
   `VERDICT_RULE`): a claimed direction *holds* when the mean difference lies beyond `Z` = 2
   standard errors in that direction, *fails* when it lies beyond them the other way, is a *tie* in
   between, and is *unclear* when there is no standard error (fewer than two values);
+* `loglog_fit` — the least-squares line through (log10 x, log10 y): a power law's exponent and its
+  standard error (how a cost or an error scales with size);
 * `number`, `plus_minus`, `percent` — number formats for prose and Markdown;
 * `figure` — a matplotlib figure drawn in the house theme without touching global state;
 * `Claim` — one claim of a source beside our number (the source's number, ours, its standard
@@ -62,6 +64,30 @@ def mean_se(frame, by, value: str):
         n = len(values)
         rows.append((*group, values.mean(), values.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan, n))
     return pd.DataFrame(rows, columns=[*keys, "mean", "se", "n"])
+
+
+@dataclass(frozen=True)
+class LogLogFit:
+    """y ≈ 10^intercept · x^exponent; standard_error of the exponent (NaN below 3 points)."""
+    exponent: float
+    intercept: float
+    standard_error: float
+
+
+def loglog_fit(x, y) -> LogLogFit:
+    """Least-squares line through (log10 x, log10 y) (`scipy.stats.linregress`): the exponent of a
+    power law y = a · x^b, e.g. how a running time grows with the work or an error falls with the
+    sample size (b = −1/2: root-n). x, y: positive f[n], n >= 2, at least two distinct x."""
+    import scipy.stats
+    x, y = np.log10(np.asarray(x, np.float64)), np.asarray(y, np.float64)
+    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y must be vectors of the same length >= 2, got {x.shape} and {y.shape}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise ValueError("x and y must be finite and positive (log-log fit)")
+    if np.ptp(x) == 0:
+        raise ValueError("x needs at least two distinct values to fit an exponent")
+    fit = scipy.stats.linregress(x, np.log10(y))
+    return LogLogFit(float(fit.slope), float(fit.intercept), float(fit.stderr) if x.size > 2 else math.nan)
 
 
 # ---- the verdict rule -------------------------------------------------------------------------

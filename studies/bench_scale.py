@@ -26,7 +26,7 @@ Writes ``results/scale/`` (or ``--out``): tables as CSV + Markdown + LaTeX, a lo
      observed positives). Memory holds the factors and the positives, O((U + I) d + nnz).
 
    The exponent b of time ~ work^b (and of peak memory above the baseline) is the least-squares
-   slope on log10 of the medians (`loglog_fit`), with its standard error; b ≈ 1 is linear work.
+   slope on log10 of the medians (`simrec.reporting.loglog_fit`), with its standard error; b ≈ 1 is linear work.
 
 2. **Devices.** The ``simulate`` stage at ``--device-sessions`` sessions in subprocesses with
    ``XLA_FLAGS=--xla_force_host_platform_device_count=N``, N = 1, 2, 4, 8: sessions per second
@@ -72,9 +72,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import scipy.stats
 
 from simrec.output import RESULTS, OutputFolder, atomic_write_text, write_figure, write_results_index, write_table
+from simrec.reporting import loglog_fit
 from simrec_studies._bench_args import Parser, integer, positive_int, usage_errors
 from simrec_studies.bench_feed import M_VALUES, random_feed_tables, timed
 
@@ -109,28 +109,6 @@ STAGES = {
 # --------------------------------------------------------------------------------------------
 # Pure helpers: fits, estimates, hashes
 # --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LogLogFit:
-    """value ≈ 10^intercept · work^exponent; standard_error of the exponent (NaN below 3 points)."""
-    exponent: float
-    intercept: float
-    standard_error: float
-
-
-def loglog_fit(work, values) -> LogLogFit:
-    """Least-squares line through (log10 work, log10 values) (`scipy.stats.linregress`).  work,
-    values: positive f[n], n >= 2, at least two distinct work sizes."""
-    x, y = np.log10(np.asarray(work, np.float64)), np.asarray(values, np.float64)
-    if x.ndim != 1 or x.shape != y.shape or x.size < 2:
-        raise ValueError(f"work and values must be vectors of the same length >= 2, got {x.shape} and {y.shape}")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(y > 0)):
-        raise ValueError("work and values must be finite and positive (log-log fit)")
-    if np.ptp(x) == 0:
-        raise ValueError("work needs at least two distinct sizes to fit an exponent")
-    fit = scipy.stats.linregress(x, np.log10(y))
-    return LogLogFit(float(fit.slope), float(fit.intercept), float(fit.stderr) if x.size > 2 else float("nan"))
-
 
 def exponents_table(points):
     """Per stage, the fitted exponents against work of the time, of the peak memory above the

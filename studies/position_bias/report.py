@@ -46,11 +46,12 @@ def _error_table(errors: pd.DataFrame) -> pd.DataFrame:
 
 
 def _slopes(errors: pd.DataFrame) -> pd.DataFrame:
-    """Least-squares slope of log10 RMSE on log10 N per (level, estimator) (−1/2: root-N)."""
+    """Least-squares slope of log10 RMSE on log10 N per (level, estimator) (`reporting.loglog_fit`;
+    −1/2: root-N)."""
     rows = []
     for (level, estimator), g in errors.groupby(["level", "estimator"]):
         if g.sessions.nunique() >= 2:
-            slope = np.polyfit(np.log10(g.sessions), np.log10(g.rmse), 1)[0]
+            slope = reporting.loglog_fit(g.sessions, g.rmse).exponent
             rows.append({"level": level, "estimator": estimator, "slope": slope})
     return pd.DataFrame(rows)
 

@@ -1,5 +1,4 @@
 import json
-import math
 
 import jax
 import numpy as np
@@ -8,36 +7,6 @@ import pytest
 
 from simrec import ope
 from simrec_studies import bench_scale
-
-
-def test_loglog_fit_recovers_the_exponent_of_a_power_law():
-    work = np.array([1e4, 1e5, 1e6, 1e7])
-    fit = bench_scale.loglog_fit(work, 3e-6 * work ** 1.0)
-    assert fit.exponent == pytest.approx(1.0, abs=1e-12)
-    assert fit.intercept == pytest.approx(math.log10(3e-6), abs=1e-12)
-    assert fit.standard_error == pytest.approx(0.0, abs=1e-9)
-    # noise of ±10 % at four sizes over three decades moves the slope by at most 0.2/3/... < 0.05
-    noisy = 2.0 * work ** 0.5 * np.array([1.1, 0.9, 1.1, 0.9])
-    fit = bench_scale.loglog_fit(work, noisy)
-    assert abs(fit.exponent - 0.5) < 0.05 and fit.standard_error > 0
-
-
-def test_loglog_fit_standard_error_matches_ordinary_least_squares():
-    x, y = np.array([10.0, 100.0, 1000.0, 1e4, 1e5]), np.array([1.0, 7.0, 120.0, 900.0, 12_000.0])
-    lx, ly = np.log10(x), np.log10(y)
-    design = np.stack([np.ones_like(lx), lx], axis=1)
-    coef, residual, *_ = np.linalg.lstsq(design, ly, rcond=None)
-    cov = residual[0] / (lx.size - 2) * np.linalg.inv(design.T @ design)
-    fit = bench_scale.loglog_fit(x, y)
-    assert fit.exponent == pytest.approx(coef[1]) and fit.standard_error == pytest.approx(math.sqrt(cov[1, 1]))
-
-
-@pytest.mark.parametrize("work, values, message", [
-    ([1.0], [1.0], "length >= 2"), ([1.0, 2.0], [1.0, 0.0], "positive"), ([5.0, 5.0], [1.0, 2.0], "distinct"),
-    ([1.0, 2.0], [1.0, np.nan], "finite")])
-def test_loglog_fit_rejects_bad_input(work, values, message):
-    with pytest.raises(ValueError, match=message):
-        bench_scale.loglog_fit(work, values)
 
 
 def test_exponents_table_per_stage():
