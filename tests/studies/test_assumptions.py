@@ -181,14 +181,6 @@ def test_every_config_field_says_what_it_means():
     assert all(meaning for _, _, _, meaning in runner.config_help(assumptions.PRESETS["default"]))
 
 
-def test_no_module_level_state():
-    for module in (assumptions, compute_module, report_module):
-        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
-        source = inspect.getsource(module)
-        for banned in ("lru_cache", "functools.cache", "global "):
-            assert banned not in source, (module.__name__, banned)
-
-
 def test_compute_never_imports_the_report_nor_another_study():
     source = inspect.getsource(compute_module)
     assert "assumptions.report" not in source and "import report" not in source

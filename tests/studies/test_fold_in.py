@@ -8,7 +8,6 @@ package is imported as `study`, its compute module as `fold` (`fold_in` also nam
 function and `jax.random.fold_in`) and its report module as `rep`."""
 import dataclasses
 import importlib
-import inspect
 import json
 import math
 
@@ -371,15 +370,6 @@ def test_compute_matches_the_run_records_and_the_declared_columns(tiny_run, tiny
         evaluated = fresh[fresh.protocol.isin(["strong", "weak"])]
         assert len(evaluated) == config.max_known + 2              # the curve, MANDCG, weak
         assert (fresh.protocol == "validation").sum() == len(fold.model_grid(config, cell["model"]))
-
-
-def test_the_package_keeps_no_state():
-    """No memo of shared state and no key round trips: state comes from setup, keys from the runner."""
-    for module in (study, fold, rep):
-        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
-        source = inspect.getsource(module)
-        for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
-            assert banned not in source, (module.__name__, banned)
 
 
 def test_every_config_field_is_documented():

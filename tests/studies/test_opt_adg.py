@@ -3,7 +3,6 @@ selection by validation ADG, the paired-test marking, the model specs, and byte-
 from the cell cache."""
 import dataclasses
 import importlib
-import inspect
 import math
 from pathlib import Path
 
@@ -251,15 +250,6 @@ def test_compute_matches_the_cached_records_and_the_declared_columns(smoke_run):
     stored = stored[stored.method == "mf_auc"].reset_index(drop=True)
     columns = [c for c in lim.COLUMNS if c != "train_seconds"]
     pd.testing.assert_frame_equal(fresh[columns], stored[columns], check_exact=True)
-
-
-def test_the_module_keeps_no_state():
-    """No memo of shared state and no key round trips: state comes from setup, keys from the runner."""
-    for module in (opt_adg, lim, opt_adg_report):
-        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
-        source = inspect.getsource(module)
-        for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id"):
-            assert banned not in source, (module.__name__, banned)
 
 
 def _fake(method, fold, l2, valid_adg, test_values, protocol=lim.HELD_OUT, lr=0.1):

@@ -2,8 +2,6 @@
 state, and a tiny run end to end (records against the declared columns, curves at rank 1, the
 true curve in the records equal to the simulator's, tables, figures and README)."""
 import dataclasses
-import importlib
-import inspect
 import math
 import pickle
 
@@ -36,15 +34,6 @@ def test_every_config_field_is_documented():
     assert top == {f.name for f in dataclasses.fields(position_bias.PositionBiasConfig)}
     undocumented = [key for key, _, _, meaning in rows if not key.startswith("scenario.") and not meaning]
     assert not undocumented, undocumented
-
-
-@pytest.mark.parametrize("name", ["", ".compute", ".report"])
-def test_no_module_level_state(name):
-    module = importlib.import_module(f"simrec_studies.position_bias{name}")
-    assert not [key for key, value in vars(module).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(module)
-    for banned in ("lru_cache", "functools.cache", "global ", "set_theme", "plt.subplots"):
-        assert banned not in source, banned
 
 
 @pytest.mark.parametrize("change, message", [

@@ -6,7 +6,6 @@ without its report; and a tiny run end to end (declared columns, tables, figures
 the claims beside Jeunen et al.'s Table 2 and Fig. 1)."""
 import dataclasses
 import importlib
-import inspect
 import math
 import types
 
@@ -253,14 +252,6 @@ def test_config_validation_and_cells():
 def test_every_config_field_is_documented():
     assert all(meaning for name, _, _, meaning in runner.config_help(regimes.PRESETS["default"])
                if not name.startswith("scenario.world."))
-
-
-def test_no_module_level_state():
-    for module in (regimes, compute_module, report_module):
-        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
-        source = inspect.getsource(module)
-        for banned in ("lru_cache", "functools.cache", "wrap_key_data", "key_id", "set_theme"):
-            assert banned not in source, (module.__name__, banned)
 
 
 def test_base_point_is_the_grid_point_at_the_default_dials():

@@ -5,7 +5,6 @@ claims beside the paper's, a byte-identical rerun from the cache, and a sweep ov
 that reads the same cache."""
 import dataclasses
 import importlib
-import inspect
 import json
 import math
 import pickle
@@ -188,15 +187,6 @@ def test_offline_cells_score_the_standard_grid_plus_the_configs_m():
     assert grid == tuple(sorted(sensitivity.M_GRID + (3.0,))) and grid[-1] == math.inf
     offline = [c for c in sensitivity.cells(smoke) if c["part"] == "offline"]
     assert all(c["m"] == list(sensitivity.M_GRID) for c in offline)
-
-
-@pytest.mark.parametrize("name", ["", ".compute", ".report"])
-def test_no_module_level_state(name):
-    module = importlib.import_module(f"simrec_studies.sensitivity{name}")
-    assert not [key for key, value in vars(module).items() if hasattr(value, "cache_info")]
-    source = inspect.getsource(module)
-    for banned in ("lru_cache", "wrap_key_data", "key_id", "functools.cache", "set_theme"):
-        assert banned not in source, banned
 
 
 # ---- a tiny run end to end ------------------------------------------------------------------------
