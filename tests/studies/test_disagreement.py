@@ -17,7 +17,6 @@ from simrec import datafiles as _data
 from simrec_studies import disagreement
 from tests.test_stats import brute_inversion_rate
 
-compute_module = importlib.import_module("simrec_studies.disagreement.compute")
 report_module = importlib.import_module("simrec_studies.disagreement.report")
 
 
@@ -87,7 +86,7 @@ def test_real_data_cell_only_when_the_file_exists(tmp_path):
     assert disagreement.cells(dataclasses.replace(config, ratings_file="")) == [{"data": "simulated"}]
 
 
-def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
+def test_records_match_the_declared_columns():
     root = jax.random.key(0)
     shared = disagreement.setup(root, TINY)
     (cell,) = disagreement.cells(TINY)
@@ -102,8 +101,6 @@ def test_records_match_the_declared_columns_and_the_module_keeps_no_state():
     assert sizes["users"] == 60 and sizes["items"] == 50 and sizes["wall time (s)"] > 0
     held_out = frame[frame.part == "held-out sizes"]
     assert sorted(set(held_out.spread)) == list(TINY.spreads)
-    for module in (disagreement, compute_module, report_module):
-        assert not [name for name, value in vars(module).items() if hasattr(value, "cache_info")]
 
 
 def test_held_out_sets_are_nested_across_spreads_and_outside_train():
