@@ -143,3 +143,40 @@ def test_from_log_assembles_what_the_estimators_read(log):  # noqa: F811
     np.testing.assert_array_equal(on.data["watch"].predicted, WRONG_MODEL[np.asarray(small.users)[:, None], items])
     assert on.data["like"].predicted is None
     assert set(ope.compare(on.data["watch"], on.targets["watch"], 1.0).estimator) >= {"dcg", "dr"}
+
+
+def test_restrict_estimates_on_the_subset_of_trajectories():
+    """summarise of restricted contributions equals the estimator functions on the sliced log (all
+    estimators but SN-DCG's default T, which stays the whole log's), and mean_estimate with NaN
+    outside the subset."""
+    data, targets = _data(seed=5)
+    rng = np.random.default_rng(9)
+    use = rng.uniform(size=data.rewards.shape[0]) < 0.4
+    options = {"target_views": 2.5}
+    restricted = ope.summarise(ope.restrict(ope.contributions(data, targets, M_VALUES, options=options), use),
+                               M_VALUES, baseline="R0")
+    sliced_data = ope.LoggedData(*(None if a is None else np.asarray(a)[use] if np.ndim(a) == 2 else a
+                                   for a in (data.rewards, data.viewed, data.logging_exposure, data.discount,
+                                             data.predicted)))
+    sliced = {name: ope.Target(t.exposure[use], t.direct[use]) for name, t in targets.items()}
+    on_subset = ope.summarise(ope.contributions(sliced_data, sliced, M_VALUES, options=options), M_VALUES,
+                              baseline="R0")
+    assert restricted.keys() == on_subset.keys()
+    for key, summary in restricted.items():
+        for column, values in summary.items():
+            np.testing.assert_allclose(values, on_subset[key][column], rtol=1e-12, err_msg=str((key, column)))
+    r, e0, e, v = data.rewards, data.logging_exposure, targets["R1"].exposure, data.viewed
+    per = np.asarray(ope.trajectory_dcg(r, e0, e, v, M_VALUES))
+    reference = ope.mean_estimate(np.where(use[None], per, np.nan))
+    np.testing.assert_allclose(restricted["dcg", "R1"]["value"], reference.value, rtol=1e-6)
+    np.testing.assert_allclose(restricted["dcg", "R1"]["value_se"], reference.standard_error, rtol=1e-5)
+    sn = ope.self_normalised_dcg(r[use], e0[use], e[use], v[use], M_VALUES, target_views=2.5)
+    np.testing.assert_allclose(restricted["sndcg", "R1"]["value"], sn.value, rtol=1e-12)
+    np.testing.assert_allclose(restricted["sndcg", "R1"]["value_se"], sn.standard_error, rtol=1e-12)
+    indices = ope.restrict(ope.contributions(data, targets, M_VALUES), np.flatnonzero(use))
+    np.testing.assert_array_equal(indices["dcg", "R1"].numerator, per[:, use])
+    parts = ope.contributions(data, targets, M_VALUES)
+    for rows, match in ((use[:-1], r"bool\[N\]"), (np.zeros_like(use), "selects no trajectory"),
+                        (np.array([0, len(use)]), "integer indices in"), (np.array([0.5]), "integer indices in")):
+        with pytest.raises(ValueError, match=match):
+            ope.restrict(parts, rows)

@@ -34,7 +34,7 @@ from simrec.ope.dcg import (IDEALS, _clip_values, direct_method, ideal_dcg, logg
                             trajectory_dr, trajectory_ndcg)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
-           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log"]
+           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict"]
 
 
 @dataclass(frozen=True)
@@ -324,3 +324,29 @@ def compare(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: s
         for i, m_value in enumerate(m_vec):
             rows.append((name, target, float(m_value), *(float(summary[c][i]) for c in COMPARE_COLUMNS[3:])))
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
+
+
+def restrict(parts: Mapping[tuple[str, str], Contribution], rows) -> dict[tuple[str, str], Contribution]:
+    """`contributions` of the trajectories ``rows`` only, for estimates on a subset of the log (the
+    sessions of one position, one day, one user group): every array f64[M, N] → f64[M, n], the
+    scale s kept. Each registered estimator's contribution of a trajectory depends on that
+    trajectory alone, so `summarise` of the result is `summarise` of the subset's own
+    `contributions` (mean over the n trajectories, SE s/√n, the ratio's delta method over n),
+    computed without recompiling for the subset's shape; one exception: SN-DCG's default
+    T (the logged mean views) stays the whole log's (pass the option ``target_views``).
+
+    rows: bool[N] mask or integer indices in [0, N), selecting at least one trajectory."""
+    sizes = {c.numerator.shape[-1] for c in parts.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"parts must share one number of trajectories N, got {sorted(sizes)}")
+    n = sizes.pop()
+    rows = np.asarray(rows)
+    if rows.dtype == np.bool_:
+        if rows.shape != (n,):
+            raise ValueError(f"a rows mask must be bool[N] = bool[{n}], got shape {rows.shape}")
+    elif rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer) or np.any((rows < 0) | (rows >= n)):
+        raise ValueError(f"rows must be a bool[{n}] mask or 1-D integer indices in [0, {n})")
+    if (not rows.any()) if rows.dtype == np.bool_ else rows.size == 0:
+        raise ValueError("rows selects no trajectory")
+    return {key: Contribution(c.numerator[..., rows], None if c.denominator is None else c.denominator[..., rows],
+                              c.scale) for key, c in parts.items()}

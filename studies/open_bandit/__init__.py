@@ -26,24 +26,25 @@ k (0-based):
   approximation: the estimand becomes sum_a π̄(a, k) q̄(a, k) (time averages), which differs from
   BTS's actual click rate by the covariance over time between BTS's choices and the click rates.
 
-Estimators (`simrec.ope`, on the logger's rounds; position-wise on the rounds at position k, and
-overall on all rounds, i.e. the click rate per impression as OBP defines the policy value), with
-w = π_T(a, k) / p₀ and p₀ the logged propensity:
-- IPS: mean c·w (`trajectory_dcg` with m = ∞; each round is a one-slot feed);
-- clipped IPS: mean c·min(m, 1/p₀)·π_T with m = clip × I (`trajectory_dcg` with m), i.e. no
-  round weighs more than clip times what the uniform logger's rounds weigh;
-- self-normalised IPS: mean c·w / mean w (`self_normalised_dcg`, target_views = 1: the target
-  fills each slot once; per position, the other rounds enter as unviewed, which leaves the ratio
-  exact and changes its delta-method standard error by a factor below 1 + 1e-3);
-- doubly robust: (`trajectory_dr`) with the reward model q̂(a, k) = the click rate of (item,
+Estimators (the registry of `simrec.ope`: `contributions` on all of the logger's rounds at once,
+then `restrict` to the rounds of each subset and `summarise`; position-wise on the rounds at
+position k, and overall on all rounds, i.e. the click rate per impression as OBP defines the
+policy value), with w = π_T(a, k) / p₀ and p₀ the logged propensity:
+- IPS: mean c·w (estimator "dcg" at m = ∞; each round is a one-slot feed);
+- clipped IPS: mean c·min(m, 1/p₀)·π_T with m = clip × I ("dcg" at m), i.e. no round weighs
+  more than clip times what the uniform logger's rounds weigh;
+- self-normalised IPS: mean c·w / mean w ("sndcg" at m = ∞ with target_views = 1: the target
+  fills each slot once), with the delta-method standard error over the subset's rounds;
+- doubly robust ("dr" at m = ∞) with the reward model q̂(a, k) = the click rate of (item,
   position) in the other folds of the logger's log (`folds`-fold cross-fitting, rows assigned to
   folds at random), shrunk towards the fold's click rate at position k by `prior_rounds`
   pseudo-rounds, and the direct term sum_a π_T(a, k) q̂(a, k).
 
 Truth and agreement. The on-policy click rate of the target's own log (overall and per position)
-with its standard error; the difference estimate − truth with SE sqrt(SE_est² + SE_truth²) (two
-separate logs); at `level`, "truth in CI" = the truth lies in the estimate's interval, and
-"agrees" = the interval of the difference covers 0 (noise on both sides).
+with its standard error ("dcg" of the logger on its own log: every weight is 1); the difference
+estimate − truth with SE sqrt(SE_est² + SE_truth²) (two separate logs); at `level`, "truth in
+CI" = the truth lies in the estimate's interval, and "agrees" = the interval of the difference
+covers 0 (noise on both sides).
 
 Position bias by randomisation. Under the uniform logger every item is equally likely at every
 position, so the click rate at position k over that at position 1 estimates the relative

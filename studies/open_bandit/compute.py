@@ -100,10 +100,18 @@ def _record(campaign, part, target, logger, estimator, position, value, se, n, c
             "clicks": int(clicks)}
 
 
+def _subsets(position: np.ndarray, n_positions: int):
+    """(k, bool[n] its rounds) for every position k and for all rounds (k = `OVERALL`)."""
+    for k in (OVERALL, *range(n_positions)):
+        yield k, np.ones(len(position), bool) if k == OVERALL else position == k
+
+
 def estimates(key, config: OpenBanditConfig, campaign: str, target: str, feedback: dict, log,
               pi: np.ndarray) -> list[dict]:
     """Every estimator of the target's click rate from one logger's rounds, per position and
-    overall (module docstring). pi: π_T f64[n_positions, I]."""
+    overall (module docstring): the registry's "dcg" (IPS at m = ∞, clipped IPS at m = clip·I),
+    "sndcg" (T = 1) and "dr" at m = ∞ (`ope.contributions` once on all rounds, then `ope.restrict`
+    to each subset's rounds and `ope.summarise`). pi: π_T f64[n_positions, I]."""
     logger = "bts" if target == "random" else "random"
     n_positions, n_items = pi.shape
     position, action = feedback["position"], feedback["action"]
@@ -111,29 +119,21 @@ def estimates(key, config: OpenBanditConfig, campaign: str, target: str, feedbac
     fold, q_tables = reward_model(key, config, feedback, n_positions)
     predicted = q_tables[fold, position, action].astype(np.float32)[:, None]
     direct = np.sum(pi[None] * q_tables, axis=2)[fold, position].astype(np.float32)
-    rewards, logging_exposure, viewed = np.asarray(log.rewards[0]), np.asarray(log.logging_exposure), \
-        np.asarray(log.viewed)
-    args = (rewards, logging_exposure, target_exposure, viewed)
+    rewards = np.asarray(log.rewards[0])
+    logged = ope.LoggedData(rewards, np.asarray(log.viewed), np.asarray(log.logging_exposure), predicted=predicted)
     m = np.array([np.inf, *(c * n_items for c in config.clip)])
-    ips = np.asarray(ope.trajectory_dcg(*args, m=m))                        # [1 + clips, n]
-    dr = np.asarray(ope.trajectory_dr(*args, predicted, direct))           # [n]
-    names = [IPS, *(clip_name(c) for c in config.clip), DR]
-    values = np.concatenate([ips, dr[None]])
+    parts = ope.contributions(logged, {target: ope.Target(target_exposure, direct)}, m,
+                              estimators=("dcg", "sndcg", "dr"), options={"target_views": 1.0})
     lost = pair_counts(position, action, np.ones(len(position)), n_positions, n_items) == 0
     mass = (pi * lost).sum(axis=1)
     rows = []
-    for k in (OVERALL, *range(n_positions)):
-        use = np.ones(len(position), bool) if k == OVERALL else position == k
+    for k, use in _subsets(position, n_positions):
         n, clicks = int(use.sum()), int(rewards[use].sum())
-        # every subset is the full-length array with NaN outside it (skipped by mean_estimate),
-        # so one compiled shape serves all positions
-        est = ope.mean_estimate(np.where(use[None], values, np.nan))
-        # self-normalised: rounds outside the subset are unviewed, adding 0 to both means of the
-        # ratio (the value is exact; the delta-method SE differs by sqrt(N(n-1) / (n(N-1))) < 1e-3)
-        snips = ope.self_normalised_dcg(rewards, logging_exposure, target_exposure, viewed & use[:, None],
-                                        target_views=1.0)
-        found = [(name, est.value[j], est.standard_error[j]) for j, name in enumerate(names)]
-        found.insert(len(names) - 1, (SNIPS, snips.value, snips.standard_error))
+        summary = ope.summarise(ope.restrict(parts, use), m)
+        dcg, sndcg, dr = (summary[name, target] for name in ("dcg", "sndcg", "dr"))
+        found = [(name, dcg["value"][j], dcg["value_se"][j])
+                 for j, name in enumerate([IPS, *(clip_name(c) for c in config.clip)])]
+        found += [(SNIPS, sndcg["value"][0], sndcg["value_se"][0]), (DR, dr["value"][0], dr["value_se"][0])]
         rows += [_record(campaign, "estimate", target, logger, name, k, value, se, n, clicks)
                  for name, value, se in found]
         rows.append(_record(campaign, "support", target, logger, "target mass off the log", k,
@@ -146,12 +146,17 @@ def clip_name(clip: float) -> str:
 
 
 def on_policy(campaign: str, policy: str, feedback: dict, n_positions: int) -> list[dict]:
-    """The log's own click rate, overall and per position, with its standard error."""
+    """The log's own click rate, overall and per position, with its standard error: the
+    registry's "dcg" at m = ∞ of the logger on its own log, on each subset's rounds. Its target
+    exposure is the logged one, so every weight ε/ε₀ is 1; both are passed as 1 so that a round's
+    value is its click exactly (ε₀ · (1/ε₀) may round below 1 in float32)."""
+    ones = np.ones((int(feedback["n_rounds"]), 1), np.float32)
+    logged = ope.LoggedData(np.asarray(feedback["reward"], np.float32)[:, None], ones.astype(bool), ones)
+    parts = ope.contributions(logged, {policy: ope.Target(ones)}, np.inf, estimators="dcg")
     rows = []
-    for k in (OVERALL, *range(n_positions)):
-        use = np.ones(feedback["n_rounds"], bool) if k == OVERALL else feedback["position"] == k
-        est = ope.mean_estimate(np.where(use, feedback["reward"], np.nan))       # NaN: skipped
-        rows.append(_record(campaign, ON_POLICY, policy, policy, ON_POLICY, k, est.value, est.standard_error,
+    for k, use in _subsets(feedback["position"], n_positions):
+        est = ope.summarise(ope.restrict(parts, use), np.inf)["dcg", policy]
+        rows.append(_record(campaign, ON_POLICY, policy, policy, ON_POLICY, k, est["value"][0], est["value_se"][0],
                             use.sum(), feedback["reward"][use].sum()))
     return rows
 

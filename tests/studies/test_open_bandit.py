@@ -110,6 +110,41 @@ def test_position_bias_of_the_randomised_log_recovers_the_planted_examination(ru
         assert abs(np.log(rows.loc[k, "relative click rate"]) - np.log(EXAMINATION[k - 1])) <= half
 
 
+def test_estimates_and_on_policy_rates_equal_their_formulas(folder, monkeypatch):
+    """Every estimate of `estimates` and `on_policy` against numpy on the rounds of each subset:
+    IPS mean c·w, clipped mean c·min(m, 1/p₀)·π_T, SNIPS Σ c·w / Σ w with its delta-method SE
+    over the subset's n rounds, DR Σ_a π_T q̂ + w (c − q̂), the on-policy mean click."""
+    monkeypatch.setenv(_data.DATA_ENV, str(folder))
+    config = open_bandit.PRESETS["smoke"]
+    logs = open_bandit.load(config, "men")
+    feedback, log = logs["bts"]
+    pi = open_bandit.target_table("random", logs["random"][0], 3)
+    key = jax.random.key(4)
+    records = pd.DataFrame(open_bandit.estimates(key, config, "men", "random", feedback, log, pi)
+                           + open_bandit.on_policy("men", "bts", feedback, 3)).set_index(["estimator", "position"])
+    position, action, c = feedback["position"], feedback["action"], feedback["reward"].astype(float)
+    p0, target = feedback["pscore"], pi[feedback["position"], feedback["action"]]
+    w = target / p0
+    fold, q = open_bandit.reward_model(key, config, feedback, 3)
+    dr = (pi[None] * q).sum(axis=2)[fold, position] + w * (c - q[fold, position, action])
+
+    def mean_se(values, use):
+        return values[use].mean(), values[use].std(ddof=1) / np.sqrt(use.sum())
+
+    for k in (-1, 0, 1, 2):
+        use = np.ones(len(c), bool) if k == -1 else position == k
+        ratio = (c * w)[use].sum() / w[use].sum()
+        influence = (c * w - ratio * w) / w[use].mean()
+        expected = {open_bandit.IPS: mean_se(c * w, use), open_bandit.DR: mean_se(dr, use),
+                    open_bandit.SNIPS: (ratio, influence[use].std(ddof=1) / np.sqrt(use.sum())),
+                    open_bandit.ON_POLICY: mean_se(c, use),
+                    **{open_bandit.clip_name(m): mean_se(c * np.minimum(m * len(pi[0]), 1 / p0) * target, use)
+                       for m in config.clip}}
+        for name, (value, se) in expected.items():
+            row = records.loc[(name, k)]
+            assert row.value == pytest.approx(value, rel=1e-5) and row.se == pytest.approx(se, rel=1e-5), (name, k)
+
+
 def test_target_table_and_cross_fitted_reward_model():
     rng = np.random.default_rng(0)
     n = 400
