@@ -72,13 +72,17 @@ class Contribution(NamedTuple):
 @dataclass(frozen=True)
 class Estimator:
     """A registered estimator (module docstring). needs: the optional inputs it reads, among
-    "discount", "predicted" (`LoggedData`) and "direct" (`Target`)."""
+    "discount", "predicted" (`LoggedData`) and "direct" (`Target`). online_scale: whether it
+    estimates the policy's online value itself (DCG, SN-DCG, DR), so that its difference between
+    two policies estimates their online difference; False for a normalised metric (nDCG, pnDCG),
+    whose difference is on another scale."""
     name: str
     label: str
     contributions: Callable[..., Contribution]
     needs: frozenset[str] = frozenset()
     assumption: str = ""
     reference: str = ""
+    online_scale: bool = True
 
     def available(self, data: LoggedData, targets: Mapping[str, Target]) -> bool:
         """Whether the log and every target provide what the estimator needs."""
@@ -211,13 +215,13 @@ register(Estimator("dcg", "DCG (clipped IPS)", _dcg, assumption=_PBM,
                    reference="Jeunen et al. KDD'24 Eq. 8–9 (= independent IPS, Li et al. WSDM'18)"))
 register(Estimator("ndcg", "nDCG (same-discount ideal)", _ndcg(IDEALS[0]), frozenset({"discount"}),
                    assumption="none: a per-session ratio, inconsistent (Jeunen et al. KDD'24 Lemma 5.2)",
-                   reference="Jeunen et al. KDD'24 §5"))
+                   reference="Jeunen et al. KDD'24 §5", online_scale=False))
 register(Estimator("ndcg_all", "nDCG (all-viewed ideal)", _ndcg(IDEALS[1]), frozenset({"discount"}),
                    assumption="none: a per-session ratio, inconsistent (Jeunen et al. KDD'24 Lemma 5.2)",
-                   reference="Jeunen et al. KDD'24 Table 1"))
+                   reference="Jeunen et al. KDD'24 Table 1", online_scale=False))
 register(Estimator("pndcg", "pnDCG (post-normalised)", _pndcg, frozenset({"discount"}),
                    assumption="as DCG, up to the constant mean ideal: orders policies as DCG does",
-                   reference="Jeunen et al. KDD'24 §5"))
+                   reference="Jeunen et al. KDD'24 §5", online_scale=False))
 register(Estimator("sndcg", "SN-DCG (self-normalised)", _sndcg,
                    assumption="as DCG; consistent, with a bias of order 1/N (Swaminathan & Joachims, NeurIPS'15)",
                    reference="Swaminathan & Joachims, NeurIPS'15"))

@@ -26,8 +26,9 @@ BASELINE = "none"
 #: the dial field of the config of each violation
 DIAL_FIELDS = {"fatigue": "fatigue", "cascade": "cascade", "context": "depth_shift", "satiation": "satiation",
                "view_log": "misspecification", "view_exp": "misspecification", "support": "unsupported"}
-#: the estimators scored, by their `simrec.ope` registry names
-METRICS = ("dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dr")
+#: the estimators scored: every one of the `simrec.ope` registry (each log provides what they all need:
+#: the view model's discount and a reward model), so an estimator added there is scored here too
+ESTIMATORS = "all"
 
 
 # ---- the violations: pure functions of the platform and the dial ---------------------------------
@@ -204,8 +205,9 @@ class Estimates(NamedTuple):
 
 def estimates(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, confidence: float = 0.99,
               zero_ideal: str = "zero", prior_views: float = 10.0) -> Estimates:
-    """Every estimator of `METRICS` (clipped-IPS DCG, nDCG with the same-discount and the all-viewed
-    ideal, pnDCG, self-normalised and doubly robust DCG) of R₀ and each target on R₀'s log, for
+    """Every registered estimator (`simrec.ope.ESTIMATORS`: clipped-IPS DCG, nDCG with the
+    same-discount and the all-viewed ideal, pnDCG, self-normalised and doubly robust DCG, and any
+    estimator registered since) of R₀ and each target on R₀'s log, for
     every clipping value m at once, with the paired difference f̄(R_t) − f̄(R₀) and its normal CI
     at `confidence` (`ope.from_log`, `ope.contributions`, `ope.summarise`; ratio estimators by the
     paired delta method). The exposures ε₀, ε and the nDCG ideals' discount are computed under
@@ -217,7 +219,7 @@ def estimates(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, con
     on = ope.from_log(log, {"R0": logger, **targets}, view, reward_models=models)
     summaries = {}
     for signal in log.signals:
-        parts = ope.contributions(on.data[signal], on.targets[signal], m, estimators=list(METRICS),
+        parts = ope.contributions(on.data[signal], on.targets[signal], m, estimators=ESTIMATORS,
                                   options={"zero_ideal": zero_ideal})
         summaries[signal] = ope.summarise(parts, m, baseline="R0", confidence=confidence)
     loss = {name: float(np.mean(np.asarray(ope.support_loss(on.tables["R0"], on.tables[name]))[on.rows]))
@@ -305,7 +307,7 @@ def _estimate_records(est: Estimates, signals, targets, m, truth_: dict) -> list
     out = []
     for s, signal in enumerate(signals):
         for name in targets:
-            for metric in METRICS:
+            for metric in dict.fromkeys(metric for metric, _ in est.summaries[signal]):
                 summary, r0 = est.summaries[signal][(metric, name)], est.summaries[signal][(metric, "R0")]["value"]
                 out += [{"signal": signal, "target": name, "metric": metric, "m": float(mi),
                          "est_diff": float(summary["difference"][i]), "est_se": float(summary["se"][i]),

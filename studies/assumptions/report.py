@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from simrec import reporting
+from simrec import ope, reporting
 from simrec.reporting import Claim
 from simrec.runner import Report
 from simrec_studies.common import scenarios
-from simrec_studies.assumptions.compute import ASSUMPTIONS, BASELINE, DIAL_FIELDS, METRICS
+from simrec_studies.assumptions.compute import ASSUMPTIONS, BASELINE, DIAL_FIELDS
 
 if TYPE_CHECKING:
     from simrec_studies.assumptions import AssumptionsConfig
@@ -29,8 +29,7 @@ LABELS = {
     "view_exp": "Asm. 4 (P(V|R) mis-specified): blend λ towards γ^(i-1)",
     "support": "Asm. 5 (full support): share s of items the logger never shows",
 }
-#: estimators whose value is on the online-reward scale (their difference is compared directly)
-ONLINE_SCALE = ("dcg", "sndcg", "dr")
+#: the tables' short names of the registered estimators; another registered estimator shows its registry label
 METRIC_NAMES = {"dcg": "DCG", "ndcg": "nDCG (same discount)", "ndcg_all": "nDCG (all viewed)", "pndcg": "pnDCG",
                 "sndcg": "SN-DCG", "dr": "DR-DCG"}
 SIGN_LEVEL = 0.95           # the sign-agreement level of the summary table
@@ -44,7 +43,12 @@ def _m_text(m: float) -> str:
 
 def estimator_label(metric: str, m: float) -> str:
     """An estimator's name in tables: e.g. "DCG m=∞", "DR-DCG m=10"."""
-    return f"{METRIC_NAMES[metric]} m={_m_text(m)}"
+    return f"{metric_name(metric)} m={_m_text(m)}"
+
+
+def metric_name(metric: str) -> str:
+    """A registered estimator's name in tables (`METRIC_NAMES`, else its registry label)."""
+    return METRIC_NAMES.get(metric) or ope.ESTIMATORS[metric].label
 
 
 def _offline(config: AssumptionsConfig, records: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +100,7 @@ def _errors(config: AssumptionsConfig, targets: pd.DataFrame) -> pd.DataFrame:
             **dict(zip(["assumption", "dial", "signal", "metric", "m"], key)),
             "estimator": estimator_label(key[3], key[4]), "targets": len(g), "replications": int(g.n.max()),
             "mean_true_lift": g.true_lift.mean(),
-            "rmse_diff": math.sqrt(g.mse_diff.mean()) if key[3] in ONLINE_SCALE else math.nan,
+            "rmse_diff": math.sqrt(g.mse_diff.mean()) if ope.ESTIMATORS[key[3]].online_scale else math.nan,
             "rmse_lift": math.sqrt(g.mse_lift.mean()), "mean_abs_bias_lift": g.bias_lift.abs().mean(),
             "mean_signed_bias_lift": g.bias_lift.mean(), "sd_lift": math.sqrt(np.mean(g.sd_lift ** 2)),
             "max_abs_z": z, "bias_p": min(1.0, len(g) * 2 * float(scipy_stats.norm.sf(z))),
@@ -147,7 +151,7 @@ def _figure(config: AssumptionsConfig, errors: pd.DataFrame, assumption: str):
     estimator, dashed for the explicit signal (pnDCG left out: its lift is DCG's exactly)."""
     import seaborn as sns
     part = errors[(errors.assumption == assumption) & (errors.metric != "pndcg")]
-    shown = [metric for metric in METRICS if metric != "pndcg"]
+    shown = list(dict.fromkeys(part.metric))
     grid = config.comparison.m
     with reporting.theme():
         fig, axes = reporting.figure(2, len(grid), width=3.3, height=2.8, sharex=True)
@@ -182,7 +186,7 @@ def _baseline_text(config: AssumptionsConfig, errors: pd.DataFrame) -> str:
             row = zero[(zero.metric == metric) & (zero.signal == signal)]
             if len(row):
                 row = row.iloc[0]
-                parts.append(f"{METRIC_NAMES[metric]} ({signal}): bias-test p = {reporting.number(row.bias_p, '.2g')}, "
+                parts.append(f"{metric_name(metric)} ({signal}): bias-test p = {reporting.number(row.bias_p, '.2g')}, "
                              f"sign agreement {reporting.percent(row.sign_agreement)}, RMSE of the lift "
                              f"{reporting.number(row.rmse_lift, '.3f')}")
     return ("**No violation (dial 0).** At m = ∞: " + "; ".join(parts) + ". DCG and DR are unbiased here "

@@ -111,6 +111,25 @@ def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
         assert np.all(low < mean) and np.all(mean < high)
 
 
+def test_an_estimator_registered_in_ope_is_scored_and_reported_without_touching_the_study(monkeypatch):
+    """Adding an estimator is one `ope.register` call: the study then estimates it (records) and its
+    report names it by its registry label and treats it by its registry metadata."""
+    monkeypatch.setattr(ope.registry, "ESTIMATORS", dict(ope.ESTIMATORS))
+    monkeypatch.setattr(ope, "ESTIMATORS", ope.registry.ESTIMATORS)
+    ope.register(ope.Estimator("half", "½ × DCG", lambda data, target, m, options, cache: ope.Contribution(
+        0.5 * np.asarray(ope.trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, m),
+                         np.float64)), online_scale=False))
+    log = feed.simulate(jax.random.key(3), SCENARIO, LOGGER, 2_000)
+    est = compute_module.estimates(log, LOGGER, {"better": BETTER}, SCENARIO.view, M)
+    for summary in est.summaries.values():
+        np.testing.assert_allclose(summary["half", "better"]["difference"], 0.5 * summary["dcg", "better"]["difference"],
+                                   rtol=1e-12)
+    truth = {"R0": (np.zeros(2), np.zeros(2)), "better": (np.ones(2), np.zeros(2))}
+    records = compute_module._estimate_records(est, log.signals, ["better"], M, truth)
+    assert [r["metric"] for r in records][::len(M)][:len(ope.ESTIMATORS)] == list(ope.ESTIMATORS)
+    assert report_module.estimator_label("half", math.inf) == "½ × DCG m=∞"
+
+
 def test_unbiased_estimators_recover_the_exact_difference_and_pndcg_lift_is_dcgs(hand_built):
     log, targets, out = hand_built
     first = out                     # clipped-IPS DCG is scored by the same call
@@ -238,10 +257,10 @@ def test_smoke_writes_the_declared_columns_tables_and_figures(smoke_run):
     records = _records(out)
     assert list(records.columns) == list(assumptions.COLUMNS)
     assert set(records.assumption) == {"none", "context", "view_log", "support"}
-    assert set(records.metric) == {""} | set(compute_module.METRICS)
+    assert set(records.metric) == {""} | set(ope.ESTIMATORS)
     summary_table = pd.read_csv(out / "table_summary.csv", keep_default_na=False)
     assert set(summary_table.assumption) == set(SMOKE.assumptions)
-    assert len(summary_table) == len(SMOKE.assumptions) * 2 * len(compute_module.METRICS) * len(SMOKE.comparison.m)
+    assert len(summary_table) == len(SMOKE.assumptions) * 2 * len(ope.ESTIMATORS) * len(SMOKE.comparison.m)
     assert set(summary_table.sign_below_95_at) <= {"never", "0", "1", "0.2", "2"}
     errors = pd.read_csv(out / "table_errors.csv")
     for column in ("sign_agreement", "TPR", "FPR", "bias_p"):
