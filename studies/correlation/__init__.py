@@ -11,7 +11,8 @@ Per day d and level the study draws, independently, an offline log D₀ᵈ of R�
 test (R₀, R_t), and computes the exact online reward of both (`scenarios.online`). The online
 reward of the day is the A/B arm's mean positive feedback per session (as in the paper; the exact
 value is reported alongside). The offline estimates of each policy on D₀ᵈ come from the estimator
-registry of `simrec.ope` (`simrec_studies.common.table2`: `inputs`, `contributions`, `estimates`):
+registry of `simrec.ope` (`simrec_studies.common.table2_estimates`: `inputs`, `contributions`,
+`estimates`):
 
 * DCG with discount {log, pbm} x labels {C, Q̂}: exposures of logger and target under the
   logarithmic view model (`log`) or the position-based model learnt from the day's logged depths

@@ -13,7 +13,7 @@ import numpy as np
 from simrec import feed, ope
 from simrec.runner import cell_key
 from simrec_studies.common import scenarios as S
-from simrec_studies.common import table2
+from simrec_studies.common import table2_estimates
 from simrec_studies.common.table2 import POLICIES
 
 if TYPE_CHECKING:
@@ -96,11 +96,11 @@ def _signal_records(signal: str, rewards, exposures: dict, viewed, discount, cli
                     s: int) -> list[dict]:
     """One signal's records on a level and day: its mechanism quantities and, per policy, the
     online values (A/B and exact), the offline estimates with their standard errors (the registry's,
-    `table2.contributions` and `table2.estimates`; pnDCG without one) and the nDCG (skip) per bin
-    of positives. exposures: {view: {policy: ε}} of the logged items."""
+    `table2_estimates.contributions` and `.estimates`; pnDCG without one) and the nDCG (skip) per
+    bin of positives. exposures: {view: {policy: ε}} of the logged items."""
     positives = np.asarray(np.sum(rewards, axis=1))
-    parts = table2.contributions(*table2.inputs(rewards, viewed, exposures, discount), clip)
-    summary = table2.estimates(parts)
+    parts = table2_estimates.contributions(*table2_estimates.inputs(rewards, viewed, exposures, discount), clip)
+    summary = table2_estimates.estimates(parts)
     idcg = parts["pndcg", POLICIES[0]].denominator                  # iDCG_τ at the clip, f64[1, N]
     out = [_record(q, v, signal=signal) for q, v in zip(SIGNAL_QUANTITIES, (
         float(positives.mean()), float(np.mean(positives == 0)), float(np.mean(idcg))))]

@@ -40,7 +40,7 @@ Plackett–Luce logger with its estimated exposures), and on the log:
 * R_t = Sort(rt) on G′ is estimated with DCG {log, pbm} x {C, Q̂} (m = 1 and ∞) and nDCG (pbm, Q̂)
   with sessions without positive label skipped or counted as 0 — the estimators of study
   ``correlation`` (Table 2, the labels of `simrec_studies.common.table2.ESTIMATORS`), through the
-  estimator registry of `simrec.ope` (`table2.inputs`, `contributions`, `estimates`: "dcg", "ndcg");
+  estimator registry of `simrec.ope` (`simrec_studies.common.table2_estimates`: "dcg", "ndcg");
 * every target of `improving` and `harmful` gets the per-trajectory difference
   Δ_τ(m) = DCG_τ(R_t; m) − DCG_τ(R₀; m) under the learnt pbm, its mean and standard error for the
   whole grid `m` (the registry's paired difference against R₀, `ope.summarise`; 10^6 sessions a day

@@ -18,7 +18,7 @@ import numpy as np
 from simrec import feed, ope
 from simrec.runner import shared_key
 from simrec_studies.common import scenarios as S
-from simrec_studies.common import table2
+from simrec_studies.common import table2_estimates
 
 if TYPE_CHECKING:
     from simrec_studies.regimes import Dials, RegimesConfig
@@ -224,10 +224,10 @@ def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.
 def correlated_estimates(data: dict, targets: dict) -> dict[str, tuple[float, float]]:
     """{`CORRELATED` estimator: (value, standard error)} of the target rt on one signal's log:
     DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} and nDCG (pbm, Q̂) with sessions without an ideal
-    skipped or counted as 0, through the registry (`table2.contributions`, `table2.estimates`).
-    data, targets: `table2.inputs` of the log under the views "log" and "pbm"."""
+    skipped or counted as 0, through the registry (`table2_estimates.contributions`, `.estimates`).
+    data, targets: `table2_estimates.inputs` of the log under the views "log" and "pbm"."""
     only = {view: {TARGET: by[TARGET]} for view, by in targets.items()}
-    estimates = table2.estimates(table2.contributions(data, only, math.inf, CORRELATED))
+    estimates = table2_estimates.estimates(table2_estimates.contributions(data, only, math.inf, CORRELATED))
     return {key: estimates[key, TARGET] for key in CORRELATED}
 
 
@@ -259,7 +259,7 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
     for s, signal in enumerate(scenario.signals):
         out += [{"signal": signal, "target": name, "quantity": "online", "m": math.nan, "value": float(v[s])}
                 for name, v in online.items()]
-        data, targets = table2.inputs(log.rewards[s], viewed, exposures, discount)
+        data, targets = table2_estimates.inputs(log.rewards[s], viewed, exposures, discount)
         values = correlated_estimates(data, targets)
         for q in CORRELATED:
             out += [{"signal": signal, "target": TARGET, "quantity": q, "m": math.nan, "value": float(values[q][0])},

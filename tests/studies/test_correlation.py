@@ -18,7 +18,7 @@ import scipy.stats
 from simrec import feed, ope, reporting, runner, stats
 from simrec_studies import correlation
 from simrec_studies.common import scenarios
-from simrec_studies.common import table2
+from simrec_studies.common import table2, table2_estimates
 from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 
 compute_module = importlib.import_module("simrec_studies.correlation.compute")
@@ -202,14 +202,14 @@ def test_rerun_from_cache_gives_identical_tables(smoke_runs):
 
 
 def _table2(smoke_day, signal: int):
-    """`table2.contributions` and `table2.estimates` of the smoke day's level-2 log (clip 200) for
-    R₀ and R_t, with the pbm's exposures under both views (the log view is not needed here)."""
+    """`table2_estimates.contributions` and `.estimates` of the smoke day's level-2 log (clip 200)
+    for R₀ and R_t, with the pbm's exposures under both views (the log view is not needed here)."""
     _, _, log, pbm, e0, et = smoke_day
     discount = feed.view_probability(pbm, CONFIG.scenario.level2.feed_length)
     exposures = {view: {"R0": e0, "Rt": et} for view in ("log", "pbm")}
-    parts = table2.contributions(*table2.inputs(log.rewards[signal], log.viewed, exposures, discount),
-                                 CONFIG.scenario.level2.clip)
-    return parts, table2.estimates(parts), np.asarray(discount, np.float64)
+    data, targets = table2_estimates.inputs(log.rewards[signal], log.viewed, exposures, discount)
+    parts = table2_estimates.contributions(data, targets, CONFIG.scenario.level2.clip)
+    return parts, table2_estimates.estimates(parts), np.asarray(discount, np.float64)
 
 
 def test_dcg_at_m1_is_the_raw_label_estimate(smoke_day):
@@ -224,12 +224,14 @@ def test_dcg_at_m1_is_the_raw_label_estimate(smoke_day):
 
 
 def test_table2_estimates_match_a_direct_computation(smoke_day):
-    """Every Table 2 estimate of the study (`table2.estimates` through the registry) against numpy:
-    DCG_τ = Σ_viewed c · min(m, 1/ε₀) · ε, iDCG_τ = the sorted debiased labels · the pbm discount,
-    nDCG skip / zero, pnDCG = mean DCG / mean iDCG, SE = sd / √n (pnDCG's: the delta method)."""
+    """Every Table 2 estimate of the study (`table2_estimates`, through the registry) against
+    numpy, in `table2.ESTIMATORS`' order: DCG_τ = Σ_viewed c · min(m, 1/ε₀) · ε, iDCG_τ = the
+    sorted debiased labels · the pbm discount, nDCG skip / zero, pnDCG = mean DCG / mean iDCG,
+    SE = sd / √n (pnDCG's: the delta method)."""
     _, _, log, _, e0, et = smoke_day
     clip = CONFIG.scenario.level2.clip
     parts, estimates, discount = _table2(smoke_day, 0)
+    assert list(dict.fromkeys(key for key, _ in parts)) == list(table2.ESTIMATORS)
     viewed, c = np.asarray(log.viewed), np.asarray(log.rewards[0], np.float64)
     weight = np.where(viewed, 1.0 / np.where(viewed, e0, 1.0), 0.0)
     labels = -np.sort(-(c * np.minimum(clip, weight)), axis=1)

@@ -1,9 +1,10 @@
 """The regimes study (verdict maps over regimes of KDD'24 §6) and the two persistent drifts it adds
 to the scenarios: walks at 0 reproduce the existing day bit for bit, the item walk has the stated
 distribution, the view walk moves the view model as documented; the difference moments and rt's
-Table 2 estimates (through the estimator registry) against a direct computation; G′; the verdict rules on hand-made inputs; the package's compute side
-without its report; and a tiny run end to end (declared columns, tables, figures, the paper cell,
-the claims beside Jeunen et al.'s Table 2 and Fig. 1)."""
+Table 2 estimates (through the estimator registry) against a direct computation; G′; the verdict
+rules on hand-made inputs; the package's compute side without its report; and a tiny run end to
+end (declared columns, tables, figures, the paper cell, the claims beside Jeunen et al.'s Table 2
+and Fig. 1)."""
 import dataclasses
 import importlib
 import math
@@ -20,7 +21,7 @@ from simrec import feed, ope, reporting, runner
 from simrec.world import drift, make_world
 from simrec_studies import regimes
 from simrec_studies.common import scenarios as S
-from simrec_studies.common import table2
+from simrec_studies.common import table2, table2_estimates
 
 compute_module = importlib.import_module("simrec_studies.regimes.compute")
 report_module = importlib.import_module("simrec_studies.regimes.report")
@@ -137,7 +138,7 @@ def test_correlated_estimates_match_a_direct_computation():
                  "pbm": {"R0": np.where(viewed, rng.uniform(0.001, 0.9, (n, k)), 0.0).astype(np.float32),
                          "rt": rng.uniform(0, 1, (n, k)).astype(np.float32)}}
     discount = np.linspace(1.0, 0.3, k)
-    out = compute_module.correlated_estimates(*table2.inputs(rewards, viewed, exposures, discount))
+    out = compute_module.correlated_estimates(*table2_estimates.inputs(rewards, viewed, exposures, discount))
     assert list(out) == list(compute_module.CORRELATED)
     c = rewards.astype(np.float64)
     for view, by in exposures.items():
