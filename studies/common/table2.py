@@ -8,7 +8,8 @@ with sessions whose ideal DCG is 0 skipped or counted as 0 (the paper does not s
 (pbm, Q̂) = mean DCG / mean iDCG, which the paper does not report. The settings (`SETTINGS`) are
 feed level × signal (C_exp: the explicit "like", C_imp: the implicit "watch") × policy (R₀ the
 logger, R_t the target); `PAPER` and `PAPER_P` hold the paper's Pearson r and two-tailed p per
-setting, in `SETTINGS` order.
+setting, in `SETTINGS` order. The estimators on a log, through the estimator registry:
+`simrec_studies.common.table2_estimates`.
 """
 from __future__ import annotations
 

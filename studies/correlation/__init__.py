@@ -10,16 +10,17 @@ and frequent). Days drift (session length, engagement, item quality, user mix).
 Per day d and level the study draws, independently, an offline log D₀ᵈ of R₀ and a two-arm A/B
 test (R₀, R_t), and computes the exact online reward of both (`scenarios.online`). The online
 reward of the day is the A/B arm's mean positive feedback per session (as in the paper; the exact
-value is reported alongside). The offline estimates of each policy on D₀ᵈ, with `simrec.ope`:
+value is reported alongside). The offline estimates of each policy on D₀ᵈ come from the estimator
+registry of `simrec.ope` (`simrec_studies.common.table2_estimates`: `inputs`, `contributions`,
+`estimates`):
 
 * DCG with discount {log, pbm} x labels {C, Q̂}: exposures of logger and target under the
   logarithmic view model (`log`) or the position-based model learnt from the day's logged depths
   (`pbm`, `simrec.feed.fit_view_model`), labels C (clipping m = 1, raw clicks) or Q̂ = C/P(V|R₀)
-  (m = the level's clip: inf on level 1, 200 on level 2) — `ope.dcg_sweep`;
+  (m = the level's clip: inf on level 1, 200 on level 2) — the registry's "dcg";
 * nDCG (pbm, Q̂) with the same-discount ideal, sessions with iDCG = 0 counted as 0 or skipped —
-  `ope.trajectory_ndcg` + `ope.mean_estimate`;
-* pnDCG (pbm, Q̂) = mean DCG / mean iDCG (`ope.post_normalised_dcg`'s value, formed here from
-  the `dcg_sweep` mean and the `ideal_dcg` values already computed; tests check the equality).
+  "ndcg" with option zero_ideal "zero" or "skip" (its per-session values give the bins of positives);
+* pnDCG (pbm, Q̂) = mean DCG / mean iDCG — "pndcg" (its denominator: the day's iDCG per session).
 
 For R₀ the target is the logger itself (an on-policy estimate). Pearson's r with Student's
 two-tailed p (`simrec.stats.pearson`) between the daily online series and each daily offline

@@ -13,6 +13,7 @@ import numpy as np
 from simrec import feed, ope
 from simrec.runner import cell_key
 from simrec_studies.common import scenarios as S
+from simrec_studies.common import table2_estimates
 from simrec_studies.common.table2 import POLICIES
 
 if TYPE_CHECKING:
@@ -54,10 +55,11 @@ def _tables(policies, view, num_contexts: int) -> list:
     return [feed.exposure(None, p, view, contexts).mean for p in policies]
 
 
-def _exposures(log: feed.Log, policies, view, num_contexts: int) -> list:
-    """Exposures f32[N, K] of each policy's logged items under `view` (exact policies,
+def _exposures(log: feed.Log, policies: dict, view, num_contexts: int) -> dict:
+    """{name: exposures f32[N, K] of the policy's logged items} under `view` (exact policies,
     `ope.logged_exposures` of tables over every context)."""
-    return [ope.logged_exposures(log, t) for t in _tables(policies, view, num_contexts)]
+    return {name: ope.logged_exposures(log, t) for name, t in zip(policies, _tables(policies.values(), view,
+                                                                                     num_contexts))}
 
 
 def _record(quantity: str, value, *, signal: str = "", policy: str = "", positives: str = "",
@@ -93,37 +95,25 @@ def _day_records(today, log: feed.Log) -> list[dict]:
 def _signal_records(signal: str, rewards, exposures: dict, viewed, discount, clip: float, ab, exact,
                     s: int) -> list[dict]:
     """One signal's records on a level and day: its mechanism quantities and, per policy, the
-    online values (A/B and exact), the offline estimates with their standard errors and the nDCG
-    per bin of positives. exposures: {view: [ε₀, ε_t]} of the logged items."""
+    online values (A/B and exact), the offline estimates with their standard errors (the registry's,
+    `table2_estimates.contributions` and `.estimates`; pnDCG without one) and the nDCG (skip) per
+    bin of positives. exposures: {view: {policy: ε}} of the logged items."""
     positives = np.asarray(np.sum(rewards, axis=1))
-    values, errors = {p: {} for p in POLICIES}, {p: {} for p in POLICIES}
-    for view, (e0, _) in exposures.items():
-        for policy, e in zip(POLICIES, exposures[view]):
-            dcg = ope.dcg_sweep(rewards, e0, e, viewed, np.array([1.0, clip]))
-            values[policy].update({f"dcg_{view}_c": dcg.value[0], f"dcg_{view}_q": dcg.value[1]})
-            errors[policy].update({f"dcg_{view}_c": dcg.standard_error[0], f"dcg_{view}_q": dcg.standard_error[1]})
-    e0 = exposures["pbm"][0]
-    idcg = ope.ideal_dcg(rewards, e0, viewed, discount, clip)
-    mean_idcg = ope.mean_estimate(idcg).value
+    parts = table2_estimates.contributions(*table2_estimates.inputs(rewards, viewed, exposures, discount), clip)
+    summary = table2_estimates.estimates(parts)
+    idcg = parts["pndcg", POLICIES[0]].denominator                  # iDCG_τ at the clip, f64[1, N]
     out = [_record(q, v, signal=signal) for q, v in zip(SIGNAL_QUANTITIES, (
-        float(positives.mean()), float(np.mean(positives == 0)), mean_idcg))]
-    bins = []
-    for policy, e in zip(POLICIES, exposures["pbm"]):
-        skip = ope.trajectory_ndcg(rewards, e0, e, viewed, discount, clip, zero_ideal="skip", idcg=idcg)
-        zero = ope.trajectory_ndcg(rewards, e0, e, viewed, discount, clip, zero_ideal="zero", idcg=idcg)
-        mean_skip, mean_zero = ope.mean_estimate(skip), ope.mean_estimate(zero)
-        values[policy].update(ndcg_skip=mean_skip.value, ndcg_zero=mean_zero.value,
-                              pndcg=values[policy]["dcg_pbm_q"] / mean_idcg)
-        errors[policy].update(ndcg_skip=mean_skip.standard_error, ndcg_zero=mean_zero.standard_error)
-        bins += _positive_bins(signal, policy, positives, np.asarray(skip))
+        float(positives.mean()), float(np.mean(positives == 0)), float(np.mean(idcg))))]
+    bins = [b for policy in POLICIES
+            for b in _positive_bins(signal, policy, positives, parts["ndcg_skip", policy].numerator[0])]
     out += [b for b in bins if b["quantity"] == "sessions"]
     for i, policy in enumerate(POLICIES):
         out += [_record("online_ab", ab.mean[i, s], signal=signal, policy=policy),
                 _record("online_ab", ab.standard_error[i, s], signal=signal, policy=policy, statistic="se"),
                 _record("online_exact", exact[i].mean[s], signal=signal, policy=policy)]
-        out += [_record(q, values[policy][q], signal=signal, policy=policy) for q in ESTIMATES]
-        out += [_record(q, errors[policy][q], signal=signal, policy=policy, statistic="se")
-                for q in ESTIMATES if q in errors[policy]]
+        out += [_record(q, summary[q, policy][0], signal=signal, policy=policy) for q in ESTIMATES]
+        out += [_record(q, summary[q, policy][1], signal=signal, policy=policy, statistic="se")
+                for q in ESTIMATES if q != "pndcg"]
         out += [b for b in bins if b["policy"] == policy]
     return out
 
@@ -142,8 +132,8 @@ def _level_day(key, platform: S.Platform, rankers: dict, level: str, d: int) -> 
     exact = [S.online(k_online, platform, today.scenario, p) for p in (logger, target)]
     pbm = feed.fit_view_model(log.viewed)
     n = config.world.n_users
-    exposures = {"log": _exposures(log, (logger, target), feed.Logarithmic(), n),
-                 "pbm": _exposures(log, (logger, target), pbm, n)}
+    policies = dict(zip(POLICIES, (logger, target)))
+    exposures = {"log": _exposures(log, policies, feed.Logarithmic(), n), "pbm": _exposures(log, policies, pbm, n)}
     discount = feed.view_probability(pbm, lv.feed_length)
     out = _day_records(today, log)
     for s, signal in enumerate(S.SIGNALS):

@@ -37,12 +37,14 @@ the walks persist over absolute days). Each day, R₀ logs `log_sessions` sessio
 (Σ_x p(x) Σ_a q(x, a) ε(x, a) under the day's true view model, `table_value`; for the
 Plackett–Luce logger with its estimated exposures), and on the log:
 
-* R_t = Sort(rt) on G′ is estimated with DCG {log, pbm} x {C, Q̂} (`ope.dcg_sweep`, m = 1 and ∞) and
-  nDCG (pbm, Q̂) with sessions without positive label skipped or counted as 0 (`ope.trajectory_ndcg`)
-  — the estimators of study ``correlation`` (Table 2, the labels of `simrec_studies.common.table2.ESTIMATORS`);
+* R_t = Sort(rt) on G′ is estimated with DCG {log, pbm} x {C, Q̂} (m = 1 and ∞) and nDCG (pbm, Q̂)
+  with sessions without positive label skipped or counted as 0 — the estimators of study
+  ``correlation`` (Table 2, the labels of `simrec_studies.common.table2.ESTIMATORS`), through the
+  estimator registry of `simrec.ope` (`simrec_studies.common.table2_estimates`: "dcg", "ndcg");
 * every target of `improving` and `harmful` gets the per-trajectory difference
   Δ_τ(m) = DCG_τ(R_t; m) − DCG_τ(R₀; m) under the learnt pbm, its mean and standard error for the
-  whole grid `m` (blocks of sessions, so 10^6 sessions a day fit in memory) — Fig. 1's statistic.
+  whole grid `m` (the registry's paired difference against R₀, `ope.summarise`; 10^6 sessions a day
+  hold f64[M, 10^6] per policy, 40 MB for the default five m) — Fig. 1's statistic.
 
 The log and online draws of (replication, day) use the same keys at every grid point (common random
 numbers), so neighbouring cells differ by their dials, not by luck. One extra cell (``paper``) runs
@@ -201,7 +203,7 @@ PRESETS = {"smoke": _smoke(), "default": RegimesConfig()}
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
 from simrec_studies.regimes.compute import (  # noqa: E402,F401
-    BLOCK, CORRELATED, DAY_QUANTITIES, LEVEL, PAPER, TARGET, Shared, cell_dials, cells, compute, difference_moments,
+    CORRELATED, DAY_QUANTITIES, LEVEL, PAPER, TARGET, Shared, cell_dials, cells, compute, difference_moments,
     exposure_table, grid, logger_policy, placement, regime_config, setup, shifted_generator, table_value)
 from simrec_studies.regimes.report import (  # noqa: E402,F401
     claims, correlations, daily_frame, detection, mechanism, report, settings_frame, verdict_d, verdicts)

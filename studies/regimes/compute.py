@@ -18,6 +18,7 @@ import numpy as np
 from simrec import feed, ope
 from simrec.runner import shared_key
 from simrec_studies.common import scenarios as S
+from simrec_studies.common import table2_estimates
 
 if TYPE_CHECKING:
     from simrec_studies.regimes import Dials, RegimesConfig
@@ -45,7 +46,6 @@ PAPER = "paper"                      # the map name of the paper-like cell (defa
 CORRELATED = ("dcg_log_c", "dcg_log_q", "dcg_pbm_c", "dcg_pbm_q", "ndcg_skip", "ndcg_zero")
 TARGET = "rt"                        # the target whose daily estimates are correlated (Table 2's R_t)
 DAY_QUANTITIES = ("log_length", "engagement", "depth", "max_weight")
-BLOCK = 1 << 16                      # sessions per block of the difference moments
 
 
 # ---- cells and setup -----------------------------------------------------------------------------
@@ -198,33 +198,15 @@ def table_value(scenario: feed.Scenario, table) -> np.ndarray:
     return np.asarray(_table_value(quality, scenario.activity, table), np.float64)
 
 
-def difference_moments(rewards, logging_exposure, target_exposures: dict, viewed, m, block: int = BLOCK) -> dict:
-    """Mean and standard error over trajectories of Δ_τ(m) = DCG_τ(ε; m) − DCG_τ(ε₀; m)
-    (`ope.trajectory_dcg`, clipped IPS with a target's and the logger's own exposures) for every
-    target and m, accumulated over blocks of `block` sessions so memory stays O(block · M).
-    rewards, logging_exposure: [N, K]; target_exposures: {name: f32[N, K]}; viewed: bool[N, K];
-    m: f[M]. Returns {name: (mean f64[M], se f64[M])}."""
-    m = np.asarray(m, np.float64)
-    n = viewed.shape[0]
-    total = {name: np.zeros(m.size) for name in target_exposures}
-    squares = {name: np.zeros(m.size) for name in target_exposures}
-    shift = {}
-    for start in range(0, n, block):
-        part = slice(start, start + block)
-        args = (rewards[part], logging_exposure[part])
-        base = np.asarray(ope.trajectory_dcg(*args, logging_exposure[part], viewed[part], m), np.float64)
-        for name, exposure in target_exposures.items():
-            delta = np.asarray(ope.trajectory_dcg(*args, exposure[part], viewed[part], m), np.float64) - base
-            centre = shift.setdefault(name, delta.mean(axis=1))         # centring keeps the sums exact
-            centred = delta - centre[:, None]
-            total[name] += centred.sum(axis=1)
-            squares[name] += (centred * centred).sum(axis=1)
-    out = {}
-    for name in target_exposures:
-        mean = total[name] / n
-        variance = np.maximum(squares[name] - n * mean * mean, 0.0) / (n - 1)
-        out[name] = (shift[name] + mean, np.sqrt(variance / n))
-    return out
+def difference_moments(data: ope.LoggedData, targets: dict, m, logger: str = "R0") -> dict:
+    """Mean and standard error over trajectories of Δ_τ(m) = DCG_τ(ε; m) − DCG_τ(ε₀; m), the
+    registry's paired difference of "dcg" (clipped IPS) of every target against the logger's own
+    exposures (`ope.contributions`, `ope.summarise` with the logger as baseline), for every m.
+    data: one signal's log; targets: {name: `ope.Target`} with the logger under ``logger``; m: f[M].
+    Returns {name: (mean f64[M], se f64[M])} of the targets other than the logger."""
+    summary = ope.summarise(ope.contributions(data, targets, m, estimators="dcg"), m, baseline=logger)
+    return {name: (summary["dcg", name]["difference"], summary["dcg", name]["se"]) for name in targets
+            if name != logger}
 
 
 def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.Log, d: int) -> list[dict]:
@@ -239,24 +221,14 @@ def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.
                                              float(1.0 / logged.min())))]
 
 
-def correlated_estimates(rewards, exposures: dict, viewed, discount) -> dict[str, tuple[float, float]]:
+def correlated_estimates(data: dict, targets: dict) -> dict[str, tuple[float, float]]:
     """{`CORRELATED` estimator: (value, standard error)} of the target rt on one signal's log:
-    DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} (`ope.dcg_sweep`) and nDCG (pbm, Q̂) with sessions
-    without an ideal skipped or counted as 0. exposures: {"log" | "pbm": {"R0" | label: ε of the
-    logged items}}; discount: the pbm's view probabilities (the ideal's discount)."""
-    values = {}
-    for view in exposures:
-        e0, e = exposures[view]["R0"], exposures[view][TARGET]
-        est = ope.dcg_sweep(rewards, e0, e, viewed, np.array([1.0, math.inf]))
-        values[f"dcg_{view}_c"] = (est.value[0], est.standard_error[0])
-        values[f"dcg_{view}_q"] = (est.value[1], est.standard_error[1])
-    e0, e = exposures["pbm"]["R0"], exposures["pbm"][TARGET]
-    idcg = ope.ideal_dcg(rewards, e0, viewed, discount, math.inf)
-    for zero in ("skip", "zero"):
-        est = ope.mean_estimate(ope.trajectory_ndcg(rewards, e0, e, viewed, discount, math.inf, zero_ideal=zero,
-                                                    idcg=idcg))
-        values[f"ndcg_{zero}"] = (est.value, est.standard_error)
-    return values
+    DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} and nDCG (pbm, Q̂) with sessions without an ideal
+    skipped or counted as 0, through the registry (`table2_estimates.contributions`, `.estimates`).
+    data, targets: `table2_estimates.inputs` of the log under the views "log" and "pbm"."""
+    only = {view: {TARGET: by[TARGET]} for view, by in targets.items()}
+    estimates = table2_estimates.estimates(table2_estimates.contributions(data, only, math.inf, CORRELATED))
+    return {key: estimates[key, TARGET] for key in CORRELATED}
 
 
 def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict, log_tables: dict,
@@ -285,17 +257,15 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
     discount = feed.view_probability(pbm, lv.feed_length)
     m = np.asarray(config.m, np.float64)
     for s, signal in enumerate(scenario.signals):
-        rewards = log.rewards[s]
         out += [{"signal": signal, "target": name, "quantity": "online", "m": math.nan, "value": float(v[s])}
                 for name, v in online.items()]
-        values = correlated_estimates(rewards, exposures, viewed, discount)
-        e0 = exposures["pbm"]["R0"]
+        data, targets = table2_estimates.inputs(log.rewards[s], viewed, exposures, discount)
+        values = correlated_estimates(data, targets)
         for q in CORRELATED:
             out += [{"signal": signal, "target": TARGET, "quantity": q, "m": math.nan, "value": float(values[q][0])},
                     {"signal": signal, "target": TARGET, "quantity": f"se[{q}]", "m": math.nan,
                      "value": float(values[q][1])}]
-        moments = difference_moments(rewards, e0, {name: e for name, e in exposures["pbm"].items() if name != "R0"},
-                                     viewed, m)
+        moments = difference_moments(data["pbm"], targets["pbm"], m)
         for name, (mean, se) in moments.items():
             out += [{"signal": signal, "target": name, "quantity": q, "m": float(mv), "value": float(v)}
                     for q, vals in (("delta", mean), ("delta_se", se)) for mv, v in zip(m, vals)]

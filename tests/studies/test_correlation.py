@@ -1,8 +1,8 @@
 """The correlation study (Jeunen et al. KDD'24 Table 2) and its scenarios on a tiny platform:
 output structure, records against the declared columns, the cached setup, p-values, the m = 1
-identity, pnDCG, Pearson against scipy, typed rankers, the claims beside the paper's numbers, the
-verdicts and spreads of the report, the report-only edit, and byte-identical tables when a run is
-repeated from its cell cache."""
+identity, the Table 2 estimates against numpy, Pearson against scipy, typed rankers, the claims
+beside the paper's numbers, the verdicts and spreads of the report, the report-only edit, and
+byte-identical tables when a run is repeated from its cell cache."""
 import dataclasses
 import importlib
 import json
@@ -18,7 +18,7 @@ import scipy.stats
 from simrec import feed, ope, reporting, runner, stats
 from simrec_studies import correlation
 from simrec_studies.common import scenarios
-from simrec_studies.common import table2
+from simrec_studies.common import table2, table2_estimates
 from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 
 compute_module = importlib.import_module("simrec_studies.correlation.compute")
@@ -68,7 +68,7 @@ def smoke_day(shared):
     log = feed.simulate(jax.random.key(1), today.scenario, logger, CONFIG.scenario.log_sessions, day=3,
                         logging_exposure=scenarios.logging_exposure(today.scenario, logger))
     pbm = feed.fit_view_model(log.viewed)
-    e0, et = compute_module._exposures(log, (logger, target), pbm, CONFIG.scenario.world.n_users)
+    e0, et = compute_module._exposures(log, {"R0": logger, "Rt": target}, pbm, CONFIG.scenario.world.n_users).values()
     return platform, today, log, pbm, np.asarray(e0), np.asarray(et)
 
 
@@ -201,26 +201,57 @@ def test_rerun_from_cache_gives_identical_tables(smoke_runs):
     assert (first / "records.csv").read_bytes() == (second / "records.csv").read_bytes()
 
 
+def _table2(smoke_day, signal: int):
+    """`table2_estimates.contributions` and `.estimates` of the smoke day's level-2 log (clip 200)
+    for R₀ and R_t, with the pbm's exposures under both views (the log view is not needed here)."""
+    _, _, log, pbm, e0, et = smoke_day
+    discount = feed.view_probability(pbm, CONFIG.scenario.level2.feed_length)
+    exposures = {view: {"R0": e0, "Rt": et} for view in ("log", "pbm")}
+    data, targets = table2_estimates.inputs(log.rewards[signal], log.viewed, exposures, discount)
+    parts = table2_estimates.contributions(data, targets, CONFIG.scenario.level2.clip)
+    return parts, table2_estimates.estimates(parts), np.asarray(discount, np.float64)
+
+
 def test_dcg_at_m1_is_the_raw_label_estimate(smoke_day):
     """m = 1 clips every inverse propensity to 1 (ε₀ <= 1): DCG = mean_τ Σ c · ε, no IPS at all."""
-    _, _, log, _, e0, et = smoke_day
+    _, _, log, _, _, et = smoke_day
     viewed, clicks = np.asarray(log.viewed), np.asarray(log.rewards[1], np.float64)
     raw = np.where(viewed, clicks * et, 0.0).sum(axis=1)
-    np.testing.assert_allclose(ope.trajectory_dcg(log.rewards[1], e0, et, log.viewed, 1.0), raw,
-                               rtol=1e-5, atol=1e-7)
-    sweep = ope.dcg_sweep(log.rewards[1], e0, et, log.viewed, [1.0, 200.0])
-    assert sweep.value[0] == pytest.approx(raw.mean(), rel=1e-5)
-    assert sweep.value[1] > sweep.value[0]            # IPS weights >= 1 on viewed clicks
+    parts, estimates, _ = _table2(smoke_day, 1)
+    np.testing.assert_allclose(parts["dcg_pbm_c", "Rt"].numerator[0], raw, rtol=1e-5, atol=1e-7)
+    assert estimates["dcg_pbm_c", "Rt"][0] == pytest.approx(raw.mean(), rel=1e-5)
+    assert estimates["dcg_pbm_q", "Rt"][0] > estimates["dcg_pbm_c", "Rt"][0]      # IPS weights >= 1 on viewed clicks
 
 
-def test_pndcg_is_the_libraries_post_normalised_dcg(smoke_day):
-    _, _, log, pbm, e0, et = smoke_day
+def test_table2_estimates_match_a_direct_computation(smoke_day):
+    """Every Table 2 estimate of the study (`table2_estimates`, through the registry) against
+    numpy, in `table2.ESTIMATORS`' order: DCG_τ = Σ_viewed c · min(m, 1/ε₀) · ε, iDCG_τ = the
+    sorted debiased labels · the pbm discount, nDCG skip / zero, pnDCG = mean DCG / mean iDCG,
+    SE = sd / √n (pnDCG's: the delta method)."""
+    _, _, log, _, e0, et = smoke_day
     clip = CONFIG.scenario.level2.clip
-    discount = feed.view_probability(pbm, CONFIG.scenario.level2.feed_length)
-    dcg = ope.dcg_sweep(log.rewards[0], e0, et, log.viewed, clip).value
-    idcg = ope.mean_estimate(ope.ideal_dcg(log.rewards[0], e0, log.viewed, discount, clip)).value
-    want = ope.post_normalised_dcg(log.rewards[0], e0, et, log.viewed, discount, clip).value
-    assert dcg / idcg == pytest.approx(float(want), rel=1e-5)
+    parts, estimates, discount = _table2(smoke_day, 0)
+    assert list(dict.fromkeys(key for key, _ in parts)) == list(table2.ESTIMATORS)
+    viewed, c = np.asarray(log.viewed), np.asarray(log.rewards[0], np.float64)
+    weight = np.where(viewed, 1.0 / np.where(viewed, e0, 1.0), 0.0)
+    labels = -np.sort(-(c * np.minimum(clip, weight)), axis=1)
+    idcg = labels @ np.concatenate([discount, np.zeros(max(0, labels.shape[1] - discount.size))])[:labels.shape[1]]
+    for policy, e in (("R0", e0), ("Rt", et)):
+        dcg = {m: (c * np.minimum(m, weight) * e).sum(axis=1) for m in (1.0, clip)}
+        ndcg = np.where(idcg > 0, dcg[clip] / np.where(idcg > 0, idcg, 1.0), np.nan)
+        kept = ndcg[~np.isnan(ndcg)]
+        ratio = dcg[clip].mean() / idcg.mean()
+        want = {"dcg_pbm_c": (dcg[1.0].mean(), dcg[1.0].std(ddof=1) / math.sqrt(c.shape[0])),
+                "dcg_pbm_q": (dcg[clip].mean(), dcg[clip].std(ddof=1) / math.sqrt(c.shape[0])),
+                "ndcg_skip": (kept.mean(), kept.std(ddof=1) / math.sqrt(kept.size)),
+                "ndcg_zero": (np.nan_to_num(ndcg).mean(), np.nan_to_num(ndcg).std(ddof=1) / math.sqrt(c.shape[0])),
+                "pndcg": (ratio, ((dcg[clip] - ratio * idcg) / idcg.mean()).std(ddof=1) / math.sqrt(c.shape[0]))}
+        for key, (value, se) in want.items():
+            assert estimates[key, policy][0] == pytest.approx(value, rel=1e-5), (key, policy)
+            assert estimates[key, policy][1] == pytest.approx(se, rel=1e-4), (key, policy)
+        np.testing.assert_array_equal(np.isnan(parts["ndcg_skip", policy].numerator[0]), idcg == 0)
+    assert estimates["pndcg", "Rt"][0] == pytest.approx(
+        float(ope.post_normalised_dcg(log.rewards[0], e0, et, log.viewed, discount, clip).value), rel=1e-5)
 
 
 def test_logging_exposure_supports_the_target(smoke_day):

@@ -1,9 +1,10 @@
 """The regimes study (verdict maps over regimes of KDD'24 §6) and the two persistent drifts it adds
 to the scenarios: walks at 0 reproduce the existing day bit for bit, the item walk has the stated
-distribution, the view walk moves the view model as documented; the blocked difference moments
-against a direct computation; G′; the verdict rules on hand-made inputs; the package's compute side
-without its report; and a tiny run end to end (declared columns, tables, figures, the paper cell,
-the claims beside Jeunen et al.'s Table 2 and Fig. 1)."""
+distribution, the view walk moves the view model as documented; the difference moments and rt's
+Table 2 estimates (through the estimator registry) against a direct computation; G′; the verdict
+rules on hand-made inputs; the package's compute side without its report; and a tiny run end to
+end (declared columns, tables, figures, the paper cell, the claims beside Jeunen et al.'s Table 2
+and Fig. 1)."""
 import dataclasses
 import importlib
 import math
@@ -16,11 +17,11 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from simrec import feed, reporting, runner
+from simrec import feed, ope, reporting, runner
 from simrec.world import drift, make_world
 from simrec_studies import regimes
 from simrec_studies.common import scenarios as S
-from simrec_studies.common import table2
+from simrec_studies.common import table2, table2_estimates
 
 compute_module = importlib.import_module("simrec_studies.regimes.compute")
 report_module = importlib.import_module("simrec_studies.regimes.report")
@@ -103,15 +104,22 @@ def test_item_walk_steps_are_iid_standard_normal():
     assert abs(walks[5].var() - 5.0) <= 4 * 5.0 * math.sqrt(2.0 / walks.shape[1])
 
 
-def test_difference_moments_match_a_direct_computation():
-    rng = np.random.default_rng(0)
-    n, k = 203, 6
+def _random_log(seed: int = 0, n: int = 203, k: int = 6):
+    rng = np.random.default_rng(seed)
     viewed = np.arange(k)[None, :] < rng.integers(1, k + 1, n)[:, None]
     rewards = viewed & (rng.random((n, k)) < 0.3)
     e0 = np.where(viewed, rng.uniform(0.001, 0.9, (n, k)), 0.0).astype(np.float32)
+    return rng, rewards, viewed, e0
+
+
+def test_difference_moments_match_a_direct_computation():
+    rng, rewards, viewed, e0 = _random_log()
+    n, k = viewed.shape
     targets = {"a": rng.uniform(0, 1, (n, k)).astype(np.float32), "b": rng.uniform(0, 0.2, (n, k)).astype(np.float32)}
     m = np.array([1.0, 5.0, math.inf])
-    out = regimes.difference_moments(rewards, e0, targets, viewed, m, block=17)
+    out = regimes.difference_moments(ope.LoggedData(rewards, viewed, e0),
+                                     {"R0": ope.Target(e0), **{name: ope.Target(e) for name, e in targets.items()}}, m)
+    assert list(out) == list(targets)
     for name, e in targets.items():
         weight = np.where(viewed, 1.0 / np.where(viewed, e0, 1.0), 0.0)
         for i, mv in enumerate(m):
@@ -119,6 +127,31 @@ def test_difference_moments_match_a_direct_computation():
             delta = (clipped * (e - e0)).sum(axis=1)
             assert out[name][0][i] == pytest.approx(delta.mean(), rel=1e-5, abs=1e-7)
             assert out[name][1][i] == pytest.approx(delta.std(ddof=1) / math.sqrt(n), rel=1e-4)
+
+
+def test_correlated_estimates_match_a_direct_computation():
+    """rt's Table 2 estimates (m = 1 for C, ∞ for Q̂) against numpy, with different exposures under
+    the two views and the pbm discount in the nDCG ideal."""
+    rng, rewards, viewed, e0 = _random_log(1)
+    n, k = viewed.shape
+    exposures = {"log": {"R0": e0, "rt": rng.uniform(0, 1, (n, k)).astype(np.float32)},
+                 "pbm": {"R0": np.where(viewed, rng.uniform(0.001, 0.9, (n, k)), 0.0).astype(np.float32),
+                         "rt": rng.uniform(0, 1, (n, k)).astype(np.float32)}}
+    discount = np.linspace(1.0, 0.3, k)
+    out = compute_module.correlated_estimates(*table2_estimates.inputs(rewards, viewed, exposures, discount))
+    assert list(out) == list(compute_module.CORRELATED)
+    c = rewards.astype(np.float64)
+    for view, by in exposures.items():
+        weight = np.where(viewed, 1.0 / np.where(viewed, by["R0"], 1.0), 0.0)
+        for labels, m in (("c", 1.0), ("q", math.inf)):
+            dcg = (c * np.minimum(m, weight) * by["rt"]).sum(axis=1)
+            assert out[f"dcg_{view}_{labels}"][0] == pytest.approx(dcg.mean(), rel=1e-5)
+            assert out[f"dcg_{view}_{labels}"][1] == pytest.approx(dcg.std(ddof=1) / math.sqrt(n), rel=1e-4)
+    idcg = -np.sort(-(c * weight), axis=1) @ discount
+    ndcg = np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)          # dcg: pbm, Q̂
+    kept, zero = ndcg[idcg > 0], np.nan_to_num(ndcg)
+    assert out["ndcg_skip"] == pytest.approx((kept.mean(), kept.std(ddof=1) / math.sqrt(kept.size)), rel=1e-4)
+    assert out["ndcg_zero"] == pytest.approx((zero.mean(), zero.std(ddof=1) / math.sqrt(n)), rel=1e-4)
 
 
 def _pl_policy(scores: np.ndarray, candidates: np.ndarray, temperature: float, k: int) -> feed.Policy:

@@ -26,10 +26,12 @@ PACKAGES = sorted(entry.name for entry in entry_points(group="simrec.studies")
 #: report may import
 COMPUTES_WITH = {"assumptions": {"simrec_studies.common.comparison", "simrec_studies.common.scenarios"},
                  "coat": {"simrec_studies.common.rated", "simrec.models.tuning"},
-                 "correlation": {"simrec_studies.common.table2", "simrec_studies.common.scenarios"},
+                 "correlation": {"simrec_studies.common.table2", "simrec_studies.common.table2_estimates",
+                                 "simrec_studies.common.scenarios", "simrec.ope.registry"},
                  "position_bias": {"simrec_studies.common.differences", "simrec.ope.registry"},
                  "protocols": {"simrec_studies.common.rated", "simrec.models.tuning"},
-                 "regimes": {"simrec_studies.common.scenarios"},
+                 "regimes": {"simrec_studies.common.scenarios", "simrec_studies.common.table2_estimates",
+                             "simrec.ope.registry"},
                  "sensitivity": {"simrec_studies.common.differences", "simrec.ope.registry"}}
 REPORT_ONLY = {"regimes": {"simrec_studies.common.table2"}}
 
