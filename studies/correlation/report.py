@@ -105,9 +105,17 @@ def spread(corr: pd.DataFrame) -> pd.DataFrame:
                 "share_p<0.05_positive"]]
 
 
+def _ties_best(value: float, best: float) -> bool:
+    """Whether an r is the best up to float rounding (relative 1e-6): estimators that are equal by
+    construction (e.g. DCG under either view model when the target is the logger, m = ∞) tie, rather
+    than being ranked by the last bits of their float sums."""
+    return math.isclose(value, best, rel_tol=1e-6)
+
+
 def table2(summary: pd.DataFrame, variant: str) -> pd.DataFrame:
     """Rows = estimators, columns = level x signal x policy: mean r over experiments, † when most
-    experiments have p < ALPHA with r > 0 (or r < 0 for a negative mean), best mean r in bold."""
+    experiments have p < ALPHA with r > 0 (or r < 0 for a negative mean), best mean r in bold (every
+    estimator within float rounding of the best: `_ties_best`)."""
     part = summary[summary.variant == variant]
     table = {}
     for level, signal, policy in SETTINGS:
@@ -117,7 +125,7 @@ def table2(summary: pd.DataFrame, variant: str) -> pd.DataFrame:
         for key in ESTIMATORS:
             row = col.loc[key]
             text = f"{row.mean_r:.2f}" + ("†" if row["share_p<0.05"] > 0.5 else "")
-            cells_.append(f"**{text}**" if row.mean_r == best else text)
+            cells_.append(f"**{text}**" if _ties_best(row.mean_r, best) else text)
         table[setting_label(level, signal, policy)] = cells_
     return pd.DataFrame(table, index=pd.Index(list(ESTIMATORS.values()), name="estimator"))
 
@@ -133,7 +141,7 @@ def single_draw(corr: pd.DataFrame) -> pd.DataFrame:
         texts = []
         for key in ESTIMATORS:
             text = f"{col.r[key]:.2f}" + ("†" if col.p[key] < ALPHA else "")
-            texts.append(f"**{text}**" if col.r[key] == best else text)
+            texts.append(f"**{text}**" if _ties_best(col.r[key], best) else text)
         table[f"{label} r"] = texts
         table[f"{label} p"] = [f"{col.p[key]:.2g}" for key in ESTIMATORS]
     return pd.DataFrame(table, index=pd.Index(list(ESTIMATORS.values()), name="estimator"))
