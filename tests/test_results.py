@@ -9,6 +9,7 @@ never fail (CI installs the newest releases).
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,21 @@ def test_committed_results_are_fresh(folder):
     assert status.status == provenance.FRESH, (
         f"results/{folder.name} is {status.status} ({'; '.join(status.reasons)}); regenerate it with "
         f"`{status.command}`, or every stale folder with `simrec run all --stale`")
+
+
+@pytest.mark.parametrize("name", cli.studies())
+def test_a_studys_declared_default_time_is_its_committed_wall_time_within_a_factor_of_two(name):
+    """`simrec run` and `simrec show` quote `Study.expected_seconds`; the committed default run
+    measured the time on the reference machine (manifest: the wall time of a run that computed every
+    cell, else setup and the cells' own recorded seconds)."""
+    path = RESULTS / name / "manifest.json"
+    if not path.is_file():
+        pytest.skip(f"results/{name} is not committed")
+    manifest = json.loads(path.read_text())
+    cells = manifest["cells"]
+    measured = (manifest["wall_time_s"] if cells["computed"] == cells["total"]
+                else manifest["setup_s"] + cells["compute_s"])
+    declared = cli.load_study(name).expected_seconds["default"]
+    assert declared / 2 <= measured <= declared * 2, (
+        f"{name}: Study.expected_seconds['default'] = {declared} s, but results/{name} took {measured:.0f} s: "
+        f"declare the measured time")

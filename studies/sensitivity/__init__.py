@@ -146,4 +146,4 @@ STUDY = Study(
     description="Jeunen et al. KDD'24 Fig. 1 extended: TPR, mean p, FPR on A/A and harmful changes, and "
                 "bias/RMSE of offline DCG and nDCG differences as functions of the clipping m",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, report_fields=("m",), expected_seconds={"smoke": 45, "default": 100, "paper": 1500})
+    columns=COLUMNS, report_fields=("m",), expected_seconds={"smoke": 45, "default": 215, "paper": 1500})
