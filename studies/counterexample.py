@@ -3,9 +3,10 @@ Lemma 5.2, Table 1), reproduced from simrec's own estimators, plus a randomised 
 counts such inversions in small random instances.
 
 Every instance is written as a fully viewed log (ε₀ = 1, every item viewed once per context)
-whose labels are the expected qualities E[Q | x, a], so that `simrec.ope.trajectory_dcg` with a
-target's exposure gives that target's exact DCG per context, and `trajectory_ndcg` its nDCG
-under an explicit ideal: ``"all viewed"`` (iDCG = sum of all qualities, the paper's Table 1) or
+whose labels are the expected qualities E[Q | x, a], so that the registry's "dcg" contributions
+(`simrec.ope.contributions`, i.e. `trajectory_dcg`) with a target's exposure give that target's
+exact DCG per context, and its nDCG contributions ("ndcg_all", "ndcg") its nDCG under an explicit
+ideal: ``"all viewed"`` (iDCG = sum of all qualities, the paper's Table 1) or
 ``"same discount"`` (iDCG = the qualities sorted in decreasing order under the target's
 discount). Aggregates are means over contexts.
 
@@ -73,14 +74,19 @@ def cells(config: CounterexampleConfig) -> list[dict]:
     return out
 
 
+#: the registry's nDCG estimator of each ideal
+NDCG_ESTIMATOR = {"all viewed": "ndcg_all", "same discount": "ndcg"}
+
+
 def _per_context(quality, target_exposure, viewed, discount, ideal: str):
-    """DCG and nDCG per context of a fully viewed log with labels = quality (ε₀ = 1).
+    """DCG and nDCG per context of a fully viewed log with labels = quality (ε₀ = 1): the per-trajectory
+    contributions of the registry's "dcg" and nDCG of `ideal` (`ope.contributions`, m = ∞).
 
     quality, target_exposure: f32[N, n]; viewed: bool[N, n] (False on padding). f64[N] each."""
-    ones = np.ones(quality.shape, np.float32)
-    dcg = ope.trajectory_dcg(quality, ones, target_exposure, viewed)
-    ndcg = ope.trajectory_ndcg(quality, ones, target_exposure, viewed, discount, ideal=ideal)
-    return np.asarray(dcg, np.float64), np.asarray(ndcg, np.float64)
+    data = ope.LoggedData(quality, viewed, np.ones(quality.shape, np.float32), discount)
+    parts = ope.contributions(data, {"target": ope.Target(target_exposure)}, np.inf,
+                              estimators=["dcg", NDCG_ESTIMATOR[ideal]])
+    return parts["dcg", "target"].numerator[0], parts[NDCG_ESTIMATOR[ideal], "target"].numerator[0]
 
 
 def _table1() -> list[dict]:
