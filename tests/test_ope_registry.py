@@ -2,7 +2,6 @@
 delta method, and the exact online difference (Monte Carlo)."""
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
