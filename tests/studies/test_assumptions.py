@@ -111,7 +111,7 @@ def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
         assert np.all(low < mean) and np.all(mean < high)
 
 
-def test_an_estimator_registered_in_ope_is_scored_and_reported_without_touching_the_study(monkeypatch):
+def test_an_estimator_registered_in_ope_is_scored_and_reported_without_touching_the_study(hand_built, monkeypatch):
     """Adding an estimator is one `ope.register` call: the study then estimates it (records) and its
     report names it by its registry label and treats it by its registry metadata."""
     monkeypatch.setattr(ope.registry, "ESTIMATORS", dict(ope.ESTIMATORS))
@@ -119,13 +119,13 @@ def test_an_estimator_registered_in_ope_is_scored_and_reported_without_touching_
     ope.register(ope.Estimator("half", "½ × DCG", lambda data, target, m, options, cache: ope.Contribution(
         0.5 * np.asarray(ope.trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, m),
                          np.float64)), online_scale=False))
-    log = feed.simulate(jax.random.key(3), SCENARIO, LOGGER, 2_000)
-    est = compute_module.estimates(log, LOGGER, {"better": BETTER}, SCENARIO.view, M)
+    log, targets, _ = hand_built                    # the fixture's log and arguments: its programs are compiled
+    est = compute_module.estimates(log, LOGGER, targets, SCENARIO.view, M, prior_views=5.0)
     for summary in est.summaries.values():
         np.testing.assert_allclose(summary["half", "better"]["difference"], 0.5 * summary["dcg", "better"]["difference"],
                                    rtol=1e-12)
-    truth = {"R0": (np.zeros(2), np.zeros(2)), "better": (np.ones(2), np.zeros(2))}
-    records = compute_module._estimate_records(est, log.signals, ["better"], M, truth)
+    truth = {name: (np.zeros(2), np.zeros(2)) for name in ("R0", *targets)}
+    records = compute_module._estimate_records(est, log.signals, list(targets), M, truth)
     assert [r["metric"] for r in records][::len(M)][:len(ope.ESTIMATORS)] == list(ope.ESTIMATORS)
     assert report_module.estimator_label("half", math.inf) == "½ × DCG m=∞"
 
