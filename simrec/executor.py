@@ -31,7 +31,7 @@ import pickle
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 __all__ = ["ExecutorError", "ExecutorSpec", "parse_executor", "Local", "DaskExecutor",
            "open_executor", "compute_cell", "EXECUTOR_FORMS", "INSTALL_HINT"]

@@ -23,7 +23,7 @@ def _data(seed=0, n=400):
 
 
 def test_every_estimator_is_registered_once_with_its_documentation():
-    assert list(ope.ESTIMATORS) == ["dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dr"]
+    assert list(ope.ESTIMATORS) == ["dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dr", "rips", "sips", "snsips"]
     for estimator in ope.ESTIMATORS.values():
         assert estimator.label and estimator.assumption and estimator.reference
     with pytest.raises(ValueError, match="registered already"):

@@ -12,7 +12,8 @@ Modules: `views` (view models), `policies` (item functions, generators, rankers,
 `sampling` (drawing rankings), `exposure` (exact, race and Monte Carlo exposures; the package name
 ``feed.exposure`` is the function), `sessions` (Scenario, Log, simulate), `worlds` (a Scenario over
 a `simrec.world.World` or `simrec.procedural.ProceduralWorld`: `scenario_from_world`), `online`
-(online value, A/B tests), `position_bias` (the examination curve from clicks).
+(online value, A/B tests), `position_bias` (the examination curve from clicks), `slates` (the
+probability of a shown ranking prefix, for the slate estimators of `simrec.ope`).
 """
 from simrec.feed.online import ABTest, OnlineValue, ab_test, online_value
 from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, ItemFn, PlackettLuce, Policy, RandomSubset, Sort,
@@ -29,6 +30,7 @@ from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
                                depth_from_uniform, fit_view_model, position_model, sample_depth, view_probability)
 from simrec.feed.worlds import scenario_from_world, world_activity, world_quality
+from simrec.feed.slates import has_prefix_probability, prefix_log_probability
 
 __all__ = [
     "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
@@ -43,4 +45,5 @@ __all__ = [
     "OnlineValue", "ABTest", "online_value", "ab_test",
     "ClickLog", "CurveEstimate", "click_log", "randomised_top", "randomisation_curve", "regression_em",
     "harvesting_counts", "harvesting_curve", "curve_view_model",
+    "has_prefix_probability", "prefix_log_probability",
 ]

@@ -47,7 +47,7 @@ from simrec.feed.policies import table_values
 __all__ = [
     "Estimate", "trajectory_dcg", "dcg_sweep", "ideal_dcg", "trajectory_ndcg", "post_normalised_dcg",
     "self_normalised_dcg", "mean_estimate", "support_loss", "off_policy_estimate",
-    "direct_method", "trajectory_dr", "dr_sweep", "doubly_robust_estimate", "logged_exposures",
+    "direct_method", "trajectory_dr", "dr_sweep", "doubly_robust_estimate", "logged_exposures", "clip_values",
 ]
 
 IDEALS = ("same discount", "all viewed")
@@ -65,7 +65,7 @@ class Estimate(NamedTuple):
 # Validation
 # --------------------------------------------------------------------------------------------
 
-def _clip_values(m) -> tuple[jax.Array, bool]:
+def clip_values(m) -> tuple[jax.Array, bool]:
     """Clipping values (`validate.numbers`: >= 1 or inf, never a bool) as f32[M], and whether m
     was a scalar."""
     arr = validate.numbers("m", m, low=1.0, inf=True)
@@ -173,7 +173,7 @@ def trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m=np.inf)
     ValueError on mismatched shapes, an empty feed (K = 0), NaN, exposures outside [0, 1], or a
     viewed item with ε₀ = 0 and ε > 0.
     """
-    m_vec, scalar = _clip_values(m)
+    m_vec, scalar = clip_values(m)
     arrays = _check(rewards, logging_exposure, target_exposure, viewed)
     values, invalid = _dcg(*arrays, m_vec)
     _raise_if_invalid(invalid, *arrays)
@@ -261,7 +261,7 @@ def dcg_sweep(rewards, logging_exposure, target_exposure, viewed, m) -> Estimate
 def _sweep_estimate(name: str, arrays, offset, m) -> Estimate:
     """`_sweep` of checked `arrays` (rewards, ε₀, ε, viewed) plus a per-trajectory offset (or
     None) as an `Estimate` in float64, scalar for a scalar m; `name` is the caller, for errors."""
-    m_vec, scalar = _clip_values(m)
+    m_vec, scalar = clip_values(m)
     arrays = _check(*arrays)
     if arrays[3].shape[0] < 2:
         raise ValueError(f"{name} needs at least 2 trajectories")
@@ -306,7 +306,7 @@ def ideal_dcg(rewards, logging_exposure, viewed, discount, m=np.inf, *, ideal: s
     for the whole vector of m (their order does not depend on m); other labels once per m.
     """
     validate.choice("ideal", ideal, IDEALS)
-    m_vec, scalar = _clip_values(m)
+    m_vec, scalar = clip_values(m)
     rewards, logging_exposure, _, viewed = _check(rewards, logging_exposure, logging_exposure, viewed)
     values, invalid = _ideal(rewards, logging_exposure, viewed, _discount_vector(discount, viewed.shape[1]), m_vec,
                              ideal == "all viewed")
@@ -375,7 +375,7 @@ def post_normalised_dcg(rewards, logging_exposure, target_exposure, viewed, disc
                         ideal: str = "same discount") -> Estimate:
     """pnDCG = mean_τ DCG_τ / mean_τ iDCG_τ (KDD'24 §5 post-normalisation; a constant rescaling
     of DCG, so it orders policies as DCG does). Delta-method standard error. Value f64[] or [M]."""
-    m_vec, scalar = _clip_values(m)
+    m_vec, scalar = clip_values(m)
     dcg = np.asarray(trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m_vec), np.float64)
     idcg = np.asarray(ideal_dcg(rewards, logging_exposure, viewed, discount, m_vec, ideal=ideal), np.float64)
     est = _ratio(dcg, idcg)
@@ -393,7 +393,7 @@ def self_normalised_dcg(rewards, logging_exposure, target_exposure, viewed, m=np
     when target and logger show equally long feeds under the same view model). Delta-method
     standard error with T fixed. Value f64[] or [M].
     """
-    m_vec, scalar = _clip_values(m)
+    m_vec, scalar = clip_values(m)
     dcg = np.asarray(trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m_vec), np.float64)
     views = np.asarray(trajectory_dcg(np.ones(np.shape(viewed), np.float32), logging_exposure,
                                       target_exposure, viewed, m_vec), np.float64)

@@ -1,15 +1,16 @@
 """One registry of off-policy estimators, and `compare`: many targets against a logger on one log,
 with every registered estimator and every clipping value m at once.
 
-An estimator is one function with its formula and reference in its docstring (`simrec.ope.dcg`)
-plus one `Estimator` entry here (`register`): its name, a label for tables, what it needs beyond
-the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and `Target.direct` for a
-reward model), the assumption under which it is unbiased, and a ``contributions`` function that
+An estimator is one function with its formula and reference in its docstring (`simrec.ope.dcg`,
+`simrec.ope.slate`) plus one `Estimator` entry here (`register`): its name, a label for tables,
+what it needs beyond the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and
+`Target.direct` for a reward model, `LoggedData.logging_prefix` and `Target.prefix` for the slate
+estimators), the assumption under which it is unbiased, and a ``contributions`` function that
 turns (data, target, m) into per-trajectory contributions:
 
-* a *mean* estimator (DCG, nDCG, DR) gives its per-trajectory values f_τ(m), f64[M, N]:
+* a *mean* estimator (DCG, nDCG, DR, RIPS, SIPS) gives its per-trajectory values f_τ(m), f64[M, N]:
   estimate = mean_τ f_τ (NaN values, e.g. nDCG of a session without an ideal, are skipped);
-* a *ratio* estimator (pnDCG, SN-DCG) gives a numerator a_τ, a denominator b_τ and a scale s:
+* a *ratio* estimator (pnDCG, SN-DCG, SN-SIPS) gives a numerator a_τ, a denominator b_τ and a scale s:
   estimate = s · mean a / mean b, with the delta-method standard error of the influence values
   φ_τ = s · (a_τ − r b_τ) / b̄, r = ā / b̄.
 
@@ -30,8 +31,9 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from simrec import feed, stats
-from simrec.ope.dcg import (IDEALS, _clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
+from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
                             trajectory_dr, trajectory_ndcg)
+from simrec.ope.slate import ranking_weight, trajectory_rips, trajectory_sips
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
            "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict"]
@@ -44,21 +46,26 @@ class LoggedData:
     rewards: f32[N, K] the signal's labels c (0 where not viewed); viewed: bool[N, K];
     logging_exposure: f32[N, K] ε₀ of the logged items (`simrec.ope.logged_exposures`);
     discount: f32[K] the view model's P(V=1 | rank) (the nDCG ideals' discount), or None;
-    predicted: f32[N, K] a reward model's q̂ of the logged items (doubly robust), or None.
+    predicted: f32[N, K] a reward model's q̂ of the logged items (doubly robust), or None;
+    logging_prefix: f32[N, K] log π₀(s_1:k | x) of the logged ranking's prefixes
+    (`simrec.feed.prefix_log_probability`; the slate estimators), or None.
     """
     rewards: Any
     viewed: Any
     logging_exposure: Any
     discount: Any = None
     predicted: Any = None
+    logging_prefix: Any = None
 
 
 @dataclass(frozen=True)
 class Target:
     """A target policy on the log: exposure f32[N, K], its ε of the logged items; direct f[N]: the
-    reward model's value of the target per trajectory (`simrec.ope.direct_method`), or None."""
+    reward model's value of the target per trajectory (`simrec.ope.direct_method`), or None;
+    prefix f32[N, K]: log π(s_1:k | x) of the logged ranking's prefixes under the target, or None."""
     exposure: Any
     direct: Any = None
+    prefix: Any = None
 
 
 class Contribution(NamedTuple):
@@ -72,8 +79,8 @@ class Contribution(NamedTuple):
 @dataclass(frozen=True)
 class Estimator:
     """A registered estimator (module docstring). needs: the optional inputs it reads, among
-    "discount", "predicted" (`LoggedData`) and "direct" (`Target`). online_scale: whether it
-    estimates the policy's online value itself (DCG, SN-DCG, DR), so that its difference between
+    "discount", "predicted", "logging_prefix" (`LoggedData`) and "direct", "prefix" (`Target`).
+    online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its difference between
     two policies estimates their online difference; False for a normalised metric (nDCG, pnDCG),
     whose difference is on another scale."""
     name: str
@@ -86,8 +93,12 @@ class Estimator:
 
     def available(self, data: LoggedData, targets: Mapping[str, Target]) -> bool:
         """Whether the log and every target provide what the estimator needs."""
-        return all(getattr(data, need, None) is not None if need in ("discount", "predicted")
+        return all(getattr(data, need, None) is not None if need in _DATA_INPUTS
                    else all(getattr(t, need, None) is not None for t in targets.values()) for need in self.needs)
+
+
+_DATA_INPUTS = ("discount", "predicted", "logging_prefix")      # optional inputs of LoggedData
+_TARGET_INPUTS = ("direct", "prefix")                           # optional inputs of Target
 
 
 #: every registered estimator by name, in registration order
@@ -98,10 +109,10 @@ def register(estimator: Estimator) -> Estimator:
     """Add an estimator to `ESTIMATORS` (its name must be new)."""
     if estimator.name in ESTIMATORS:
         raise ValueError(f"an estimator named {estimator.name!r} is registered already")
-    unknown = set(estimator.needs) - {"discount", "predicted", "direct"}
+    unknown = set(estimator.needs) - {*_DATA_INPUTS, *_TARGET_INPUTS}
     if unknown:
         raise ValueError(f"estimator {estimator.name!r} needs unknown inputs {sorted(unknown)}; "
-                         f"choose among discount, predicted, direct")
+                         f"choose among {', '.join(_DATA_INPUTS + _TARGET_INPUTS)}")
     ESTIMATORS[estimator.name] = estimator
     return estimator
 
@@ -129,21 +140,29 @@ class OnLog:
     rows: np.ndarray
 
 
-def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward_models: Mapping[str, Any] | None = None
-             ) -> OnLog:
+def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward_models: Mapping[str, Any] | None = None,
+             slates: bool = False) -> OnLog:
     """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
     exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
     its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
     ideals, and, per signal with a reward model q̂ (``reward_models``: {signal: f[A] per item or
     f[B, A] per distinct context}), the predictions at the logged items and each target's direct
-    term Σ_a ε(x, a) q̂(x, a) (`direct_method`), so that DR applies."""
+    term Σ_a ε(x, a) q̂(x, a) (`direct_method`), so that DR applies. With ``slates``, also every
+    policy's log-probabilities of the logged rankings' prefixes (`simrec.feed.prefix_log_probability`;
+    policies on deterministic generators), so that the slate estimators (RIPS, SIPS) apply."""
     names = list(policies)
     if not names:
         raise ValueError("policies must hold the logger first, then the targets")
+    lacking = [name for name, policy in policies.items() if slates and not feed.has_prefix_probability(policy)]
+    if lacking:
+        raise ValueError(f"slates=True needs prefix probabilities in closed form, which {', '.join(lacking)} lack "
+                         f"(a RandomSubset generator draws its candidates); use a FixedCandidates or TopK generator")
     contexts, rows = np.unique(np.asarray(log.users), return_inverse=True)
     tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
     exposures = {name: logged_exposures(log, table, contexts) for name, table in tables.items()}
     discount = feed.view_probability(view, policies[names[0]].feed_length)
+    prefixes = ({name: feed.prefix_log_probability(policy, np.asarray(log.users), np.asarray(log.items))
+                 for name, policy in policies.items()} if slates else dict.fromkeys(names))
     items = np.maximum(np.asarray(log.items), 0)
     data, targets = {}, {}
     for s, signal in enumerate(log.signals):
@@ -154,8 +173,9 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward
             per_context = model if model.ndim == 2 else np.broadcast_to(model, np.shape(tables[names[0]]))
             predicted = np.asarray(per_context[rows[:, None], items], np.float32)
             direct = {name: np.asarray(direct_method(per_context, tables[name]))[rows] for name in names}
-        data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted)
-        targets[signal] = {name: Target(exposures[name], direct[name]) for name in names}
+        data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted,
+                                  prefixes[names[0]])
+        targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name]) for name in names}
     return OnLog(data, targets, tables, np.asarray(rows))
 
 
@@ -209,6 +229,22 @@ def _dr(data, target, m, options, cache) -> Contribution:
                                            data.predicted, target.direct, m)))
 
 
+def _rips(data, target, m, options, cache) -> Contribution:
+    return Contribution(_f64(trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m)))
+
+
+def _sips(data, target, m, options, cache) -> Contribution:
+    key = ("sips", id(target))
+    if key not in cache:
+        cache[key] = _f64(trajectory_sips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m))
+    return Contribution(cache[key])
+
+
+def _snsips(data, target, m, options, cache) -> Contribution:
+    return Contribution(_sips(data, target, m, options, cache).numerator,
+                        _f64(ranking_weight(data.viewed, data.logging_prefix, target.prefix, m)))
+
+
 _PBM = ("Asm. 1–5 of Jeunen et al. KDD'24: position-based examination, rewards independent of the other items "
         "shown, no state across sessions, a logger that exposes every item the target does; unbiased at m = ∞")
 register(Estimator("dcg", "DCG (clipped IPS)", _dcg, assumption=_PBM,
@@ -228,6 +264,20 @@ register(Estimator("sndcg", "SN-DCG (self-normalised)", _sndcg,
 register(Estimator("dr", "DR-DCG (doubly robust)", _dr, frozenset({"predicted", "direct"}),
                    assumption="as DCG for any reward model at m = ∞; a good reward model lowers the variance",
                    reference="Dudík, Langford & Li, ICML'11; Kiyohara et al., WSDM'22"))
+_SLATE = frozenset({"logging_prefix", "prefix"})
+register(Estimator("rips", "RIPS (cascade IPS)", _rips, _SLATE,
+                   assumption="the view of and reward at rank k depend on the items at ranks 1..k only (position "
+                              "bias, click-stops, satiation), no state across sessions, a logger that can show "
+                              "every prefix the target can; unbiased at m = ∞",
+                   reference="McInerney et al. KDD'20; Kiyohara et al. WSDM'22"))
+register(Estimator("sips", "SIPS (slate IPS)", _sips, _SLATE,
+                   assumption="the session down to its last viewed rank depends on the items shown down to there "
+                              "only, no state across sessions, a logger that can show every ranking the target "
+                              "can; unbiased at m = ∞",
+                   reference="Swaminathan et al. NeurIPS'17; Kiyohara et al. KDD'23"))
+register(Estimator("snsips", "SN-SIPS (self-normalised)", _snsips, _SLATE,
+                   assumption="as SIPS; consistent, with a bias of order 1/N (Swaminathan & Joachims, NeurIPS'15)",
+                   reference="Swaminathan & Joachims, NeurIPS'15"))
 
 
 # ---- summaries -------------------------------------------------------------------------------------
@@ -236,7 +286,7 @@ def contributions(data: LoggedData, targets: Mapping[str, Target], m, *, estimat
                   options: Mapping[str, Any] | None = None) -> dict[tuple[str, str], Contribution]:
     """{(estimator, target): `Contribution`} of the chosen estimators (those whose inputs are
     available, when "all") for every target, every m at once. m: scalar or f[M]."""
-    m_vec, _ = _clip_values(m)
+    m_vec, _ = clip_values(m)
     chosen = lookup(estimators)
     if estimators != "all":
         missing = [e.name for e in chosen if not e.available(data, targets)]
@@ -272,7 +322,7 @@ def summarise(parts: Mapping[tuple[str, str], Contribution], m, *, baseline: str
     """{(estimator, target): {"value", "value_se", "difference", "se", "low", "high", "p": f64[M]}}
     of `contributions` (module docstring); the difference columns are NaN without a baseline and
     for the baseline itself."""
-    m_vec = np.asarray(_clip_values(m)[0], np.float64)
+    m_vec = np.asarray(clip_values(m)[0], np.float64)
     out = {}
     for (name, target), c in parts.items():
         nan = np.full(m_vec.shape, np.nan)
@@ -321,7 +371,7 @@ def compare(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: s
     if baseline is not None and baseline not in targets:
         raise ValueError(f"baseline {baseline!r} is not one of the targets {list(targets)}")
     import pandas as pd
-    m_vec = np.asarray(_clip_values(m)[0], np.float64)
+    m_vec = np.asarray(clip_values(m)[0], np.float64)
     parts = contributions(data, targets, m, estimators=estimators, options=options)
     rows = []
     for (name, target), summary in summarise(parts, m, baseline=baseline, confidence=confidence).items():

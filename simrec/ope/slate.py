@@ -1,0 +1,145 @@
+"""Slate estimators: importance weights on the logged ranking itself, not on item exposures.
+
+DCG as clipped IPS (`simrec.ope.dcg`) reweights each viewed item by the ratio of its exposures,
+which is unbiased when the reward at a rank depends on the item there alone (the position-based
+model, KDD'24 Asm. 2–3). The estimators here reweight by the ratio of prefix probabilities
+w_τ,k = π(s_1:k | x_τ) / π₀(s_1:k | x_τ) of the logged ranking s (`simrec.feed.prefix_log_probability`,
+given as log-probabilities), with c_τ,k the label at rank k (0 where not viewed) and D_τ the depth
+of the logged prefix:
+
+* RIPS (reward-interaction / cascade IPS; McInerney et al., KDD'20; Kiyohara et al., WSDM'22):
+
+      RIPS_τ(m) = Σ_{k viewed} c_τ,k · min(m, w_τ,k),
+
+  unbiased at m = ∞ when the view of rank k and its reward depend on the items at ranks 1..k only
+  (position bias, click-stops, satiation by the items above: the feed's `Cascade` and ``satiation``);
+* SIPS on the logged trajectory (standard IPS on slates; Swaminathan et al., NeurIPS'17; Kiyohara
+  et al., KDD'23):
+
+      SIPS_τ(m) = min(m, w_τ,D_τ) · Σ_k c_τ,k,
+
+  with w_τ,D_τ the weight of the whole logged ranking (the prefixes' last column: a feed logs the
+  viewed prefix), the likelihood ratio of everything the user saw; unbiased at m = ∞ whenever the session up to
+  its last viewed rank depends on the items shown up to there only, at the price of the variance
+  of the whole prefix's weight.
+
+Both need the logger to give every prefix the target can show a positive probability. The
+weights are computed in float32 from the log-probabilities; a weight beyond float32's range at
+m = ∞ is an error (use a finite m).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from simrec.ope.dcg import clip_values
+
+__all__ = ["trajectory_rips", "trajectory_sips", "prefix_weights", "ranking_weight"]
+
+
+def _checked(rewards, viewed, logging_prefix, target_prefix):
+    """The four [N, K] arrays after the shape, dtype and value checks (module docstring)."""
+    arrays = dict(rewards=rewards, viewed=viewed, logging_prefix=logging_prefix, target_prefix=target_prefix)
+    shapes = {name: tuple(np.shape(a)) for name, a in arrays.items()}
+    if len(set(shapes.values())) != 1 or len(shapes["viewed"]) != 2 or shapes["viewed"][1] == 0:
+        raise ValueError(f"rewards, viewed, logging_prefix and target_prefix must share one shape [N, K] "
+                         f"with K >= 1; got {shapes}")
+    viewed = np.asarray(viewed)
+    if viewed.dtype != np.bool_:
+        raise ValueError(f"viewed must be a bool mask, got dtype {viewed.dtype}")
+    rewards = np.asarray(rewards, np.float32)
+    logging_prefix = np.asarray(logging_prefix, np.float32)
+    target_prefix = np.asarray(target_prefix, np.float32)
+    if not np.all(np.isfinite(rewards)):
+        raise ValueError("rewards must be finite (no NaN or inf); replace or drop those trajectories")
+    for name, prefix in (("logging_prefix", logging_prefix), ("target_prefix", target_prefix)):
+        if np.any(np.isnan(prefix)) or np.any(prefix > 1e-4):
+            raise ValueError(f"{name} must be log-probabilities (<= 0, -inf for an impossible prefix), e.g. "
+                             f"simrec.feed.prefix_log_probability of the log's items")
+    if np.any(viewed & ~np.isfinite(logging_prefix)):
+        raise ValueError("a logged prefix has logging probability 0: logging_prefix is not the logger's "
+                         "(compute it with simrec.feed.prefix_log_probability(logger, log.users, log.items))")
+    return jnp.asarray(rewards), jnp.asarray(viewed), jnp.asarray(logging_prefix), jnp.asarray(target_prefix)
+
+
+@jax.jit
+def _weights(viewed, logging_prefix, target_prefix):
+    return jnp.where(viewed, jnp.exp(target_prefix - jnp.where(viewed, logging_prefix, 0.0)), 0.0)
+
+
+def prefix_weights(viewed, logging_prefix, target_prefix) -> jax.Array:
+    """w_τ,k = π(s_1:k | x_τ) / π₀(s_1:k | x_τ) at the viewed ranks, 0 elsewhere.  f32[N, K].
+
+    viewed: bool[N, K]; logging_prefix, target_prefix: f32[N, K] log-probabilities of the logged
+    prefixes under the logger and the target (`simrec.feed.prefix_log_probability`)."""
+    _, viewed, logging_prefix, target_prefix = _checked(np.zeros(np.shape(viewed), np.float32), viewed,
+                                                        logging_prefix, target_prefix)
+    return _weights(viewed, logging_prefix, target_prefix)
+
+
+@jax.jit
+def _rips(rewards, viewed, logging_prefix, target_prefix, m):
+    """RIPS_τ(m) for every m.  f32[M, N]; the rank loop keeps each pass a contiguous [M, N] update."""
+    weights = _weights(viewed, logging_prefix, target_prefix).T                     # [K, N]
+    gain = jnp.where(viewed, rewards, 0.0).T
+
+    def add_rank(k, total):
+        term = gain[k][None, :] * jnp.minimum(m[:, None], weights[k][None, :])
+        return total + jnp.where(gain[k][None, :] != 0, term, 0.0)                  # 0 · inf counts 0
+
+    return jax.lax.fori_loop(0, gain.shape[0], add_rank, jnp.zeros((m.shape[0], gain.shape[1])))
+
+
+@jax.jit
+def _ranking_weight(logging_prefix, target_prefix, m):
+    """min(m, w_τ,D_τ) of the whole logged ranking (the prefixes' last column) for every m.  f32[M, N]."""
+    return jnp.minimum(m[:, None], jnp.exp(target_prefix[:, -1] - logging_prefix[:, -1])[None, :])
+
+
+@jax.jit
+def _sips(rewards, viewed, logging_prefix, target_prefix, m):
+    """SIPS_τ(m) for every m.  f32[M, N]."""
+    total = jnp.sum(jnp.where(viewed, rewards, 0.0), axis=1)[None, :]
+    return jnp.where(total != 0, total * _ranking_weight(logging_prefix, target_prefix, m), 0.0)
+
+
+def _finite(values, name: str):
+    if not bool(jnp.all(jnp.isfinite(values))):
+        raise ValueError(f"{name}: an importance weight exceeds float32's range at m = inf (the target shows a "
+                         f"prefix the logger almost never does); use a finite clipping value m")
+    return values
+
+
+def trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m=np.inf) -> jax.Array:
+    """Per-trajectory RIPS (module docstring):  RIPS_τ(m) = Σ_{k viewed} c_τ,k · min(m, w_τ,k).
+
+    rewards: f32[N, K] (or bool) labels c. viewed: bool[N, K]. logging_prefix, target_prefix:
+    f32[N, K] log π₀(s_1:k | x), log π(s_1:k | x) of the logged prefixes
+    (`simrec.feed.prefix_log_probability`). m: a number >= 1 (inf = unclipped) or a vector
+    f32[M]. Returns f32[N], or f32[M, N] for a vector m."""
+    m_vec, scalar = clip_values(m)
+    values = _finite(_rips(*_checked(rewards, viewed, logging_prefix, target_prefix), m_vec), "RIPS")
+    return values[0] if scalar else values
+
+
+def ranking_weight(viewed, logging_prefix, target_prefix, m=np.inf) -> jax.Array:
+    """min(m, π(s_1:D | x) / π₀(s_1:D | x)): the clipped weight of each whole logged ranking (SIPS's
+    weight; the denominator of self-normalised SIPS). Arguments as `trajectory_rips`.  f32[N] or
+    f32[M, N]."""
+    m_vec, scalar = clip_values(m)
+    _, _, logging_prefix, target_prefix = _checked(np.zeros(np.shape(viewed), np.float32), viewed,
+                                                   logging_prefix, target_prefix)
+    values = _finite(_ranking_weight(logging_prefix, target_prefix, m_vec), "SIPS weight")
+    return values[0] if scalar else values
+
+
+def trajectory_sips(rewards, viewed, logging_prefix, target_prefix, m=np.inf) -> jax.Array:
+    """Per-trajectory SIPS of the logged trajectory (module docstring):
+    SIPS_τ(m) = min(m, π(s_1:D | x) / π₀(s_1:D | x)) · Σ_k c_τ,k, the weight of the whole logged
+    ranking s_1:D read from the prefixes' last column (`simrec.feed.prefix_log_probability` carries
+    the logged prefix's value there; 0 = log 1 for an empty one). Arguments and returns as
+    `trajectory_rips`."""
+    m_vec, scalar = clip_values(m)
+    values = _finite(_sips(*_checked(rewards, viewed, logging_prefix, target_prefix), m_vec), "SIPS")
+    return values[0] if scalar else values
