@@ -76,7 +76,7 @@ def test_prefix_probabilities_equal_enumeration_over_every_ranking(name, generat
         candidates = feed.TopK(feed.from_table(retrieval), C)
     policy = feed.Policy(candidates, _rankers()[name], K)
     contexts, items = _logged_prefixes()
-    got = np.exp(np.asarray(feed.prefix_log_probability(policy, contexts, items, block_size=16), np.float64))
+    got = np.exp(np.asarray(feed.prefix_log_probability(policy, contexts, items), np.float64))
     for n, (x, row) in enumerate(zip(contexts, items)):
         for k in range(K):
             expected = _enumerated(name, x, [a for a in row[:k + 1] if a >= 0])
@@ -101,13 +101,25 @@ def test_prefix_probabilities_match_the_samplers_frequencies():
         assert abs(frequency - p) <= 4 * math.sqrt(p * (1 - p) / n), (prefix, frequency, p)
 
 
-def test_blocks_do_not_change_values_and_an_empty_prefix_has_probability_one():
+def test_an_empty_prefix_has_probability_one_and_a_subset_of_sessions_its_own_values():
     policy = feed.Policy(feed.FixedCandidates(jnp.asarray(CANDIDATES), A), _rankers()["epsilon_plackett_luce"], K)
     contexts, items = _logged_prefixes()
-    whole = feed.prefix_log_probability(policy, contexts, items, block_size=1024)
-    np.testing.assert_array_equal(whole, feed.prefix_log_probability(policy, contexts, items, block_size=7))
-    assert np.all(np.asarray(whole)[-1] == 0.0)                     # the [-1, -1, -1] row
+    whole = np.asarray(feed.prefix_log_probability(policy, contexts, items))
+    assert np.all(whole[-1] == 0.0)                                  # the [-1, -1, -1] row
+    some = np.arange(0, len(items), 4)
+    np.testing.assert_array_equal(whole[some], feed.prefix_log_probability(policy, contexts[some], items[some]))
     assert feed.prefix_log_probability(policy, np.zeros(0, np.int32), np.zeros((0, K), np.int32)).shape == (0, K)
+
+
+def test_a_dominant_candidate_leaves_the_others_exact_probabilities():
+    """Plackett–Luce with one candidate holding all but e^-30 of the weight: the later ranks'
+    probabilities come from the small remaining weight, still exact (float64 on the host)."""
+    scores = np.zeros((1, 4), np.float32)
+    scores[0, 0] = 30.0
+    policy = feed.Policy(feed.all_items(4), feed.PlackettLuce(feed.from_table(scores), jnp.float32(1.0)), 3)
+    log_p = np.asarray(feed.prefix_log_probability(policy, np.zeros(1, np.int32), np.array([[0, 1, 2]], np.int32)))
+    expected = np.cumsum([-np.log1p(3 * np.exp(-30.0)), -np.log(3.0), -np.log(2.0)])
+    np.testing.assert_allclose(log_p[0], expected, atol=1e-6)
 
 
 def test_bad_arguments_are_named():

@@ -17,17 +17,19 @@ A prefix that repeats an item or holds an item outside the candidate set has pro
 These are the propensities of the slate estimators of `simrec.ope.slate`: π(s_1:k | x) /
 π₀(s_1:k | x) is the likelihood ratio of what a user saw down to rank k. A `RandomSubset`
 generator has none in closed form (its candidate set is a latent draw) and is refused.
+
+The candidate sets and scores are read once per distinct context on the device; the prefixes are
+then O(N·K²) host work in float64, with the Plackett–Luce denominators summed without cancellation
+(`_plackett_luce_terms`): a few candidates may hold almost all of the weight.
 """
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
 from simrec.feed.policies import (EpsilonGreedy, PlackettLuce, Policy, RandomSubset, Sort, base_ranker, item_values,
                                   num_items, sample_candidates, table_contexts)
-from simrec.feed.sampling import sort_permutation
 
 __all__ = ["has_prefix_probability", "prefix_log_probability"]
 
@@ -38,63 +40,13 @@ def has_prefix_probability(policy: Policy) -> bool:
     return isinstance(policy, Policy) and not isinstance(policy.generator, RandomSubset)
 
 
-def _base_terms(ranker, contexts, candidates, items, placed, match):
-    """log P(σ_j = s_j | σ_1:j-1 = s_1:j-1, x) of the Sort or Plackett–Luce ranker at every rank
-    j, given the items s: i32[B, K] (all shown and valid here).  f32[B, K]."""
-    scores = item_values(ranker.scores, contexts, candidates)                        # [B, C]
-    if isinstance(ranker, Sort):
-        order = jnp.take_along_axis(candidates, sort_permutation(scores, candidates), axis=1)
-        return jnp.where(items == order[:, :items.shape[1]], 0.0, -jnp.inf)
-    logits = scores / ranker.temperature
-    remaining = jnp.where(placed, -jnp.inf, logits[:, None, :])                       # [B, K, C]
-    chosen = jnp.sum(jnp.where(match, logits[:, None, :], 0.0), axis=2)
-    return chosen - jax.nn.logsumexp(remaining, axis=2)
-
-
-@jax.jit
-def _prefix_block(policy: Policy, contexts, items):
-    """`prefix_log_probability` of one block: contexts i32[B], items i32[B, K].  f32[B, K]."""
-    candidates = sample_candidates(None, policy.generator, contexts)                 # [B, C]
-    n_candidates, n_ranks = candidates.shape[1], items.shape[1]
-    shown = items >= 0
-    match = (items[:, :, None] == candidates[:, None, :]) & shown[:, :, None]         # [B, K, C]
-    placed = (jnp.cumsum(match, axis=1) - match) > 0                                 # placed above rank j
-    earlier = jnp.tril(jnp.ones((n_ranks, n_ranks), bool), -1)
-    repeated = jnp.any((items[:, :, None] == items[:, None, :]) & earlier, axis=2)
-    possible = jnp.any(match, axis=2) & ~repeated
-    ranker = policy.ranker
-
-    def prefix(terms):
-        """Cumulative log-probability; 0 past the logged prefix (carries its value), -inf once a
-        shown item is impossible."""
-        terms = jnp.where(shown, jnp.where(possible, terms, -jnp.inf), 0.0)
-        return jnp.cumsum(terms, axis=1)
-
-    base = prefix(_base_terms(base_ranker(ranker), contexts, candidates, items, placed, match))
-    if not isinstance(ranker, EpsilonGreedy):
-        return base
-    uniform = prefix(jnp.broadcast_to(-jnp.log(n_candidates - jnp.arange(n_ranks, dtype=jnp.float32)),
-                                      items.shape))
-    epsilon = jnp.asarray(ranker.epsilon, jnp.float32)
-    return jnp.logaddexp(jnp.log1p(-epsilon) + base, jnp.log(epsilon) + uniform)
-
-
-def prefix_log_probability(policy: Policy, contexts, items, *, block_size: int = 256) -> jax.Array:
-    """log π(s_1:k | x) of every prefix of logged rankings under `policy` (module docstring).
-
-    contexts: i32[N]. items: i32[N, K] with K <= policy.feed_length, the shown items in rank
-    order, -1 past the logged prefix (a `simrec.feed.Log`'s items: the viewed ranks). Returns
-    f32[N, K]: entry [n, k] is log π(s_1:k+1 | x_n) inside the logged prefix and the whole logged
-    prefix's value past it (so column K−1 is log π of the logged prefix; 0 for an empty one);
-    -inf where the policy cannot show the prefix. Sessions are computed in blocks of
-    `block_size` (memory O(block_size · K · C) for C candidates).
-    """
+def _checked(policy: Policy, contexts, items) -> tuple[np.ndarray, np.ndarray]:
+    """contexts i64[N] and items i64[N, K] after the checks of `prefix_log_probability`."""
     if not has_prefix_probability(policy):
         raise ValueError("policy must be a feed.Policy on a deterministic generator (FixedCandidates or TopK): "
                          "a RandomSubset's candidate set is a latent draw without a closed-form prefix probability")
     if not isinstance(policy.ranker, (Sort, PlackettLuce, EpsilonGreedy)):
         raise ValueError(f"unknown ranker {type(policy.ranker).__name__}")
-    validate.integer("block_size", block_size, low=1)
     items = np.asarray(items)
     n, k = validate.matrix_shape("items", items, (None, None), "(sessions x ranks)")
     if not np.issubdtype(items.dtype, np.integer):
@@ -113,12 +65,102 @@ def prefix_log_probability(policy: Policy, contexts, items, *, block_size: int =
     covered = table_contexts(policy)
     if covered is not None:
         validate.indices("contexts", contexts, covered, "contexts the policy's tables cover")
-    size = min(block_size, max(n, 1))
-    blocks = []
-    for start in range(0, n, size):
-        rows = slice(start, start + size)
-        pad = size - contexts[rows].shape[0]                     # one compiled shape for every block
-        block = _prefix_block(policy, jnp.asarray(np.pad(contexts[rows], (0, pad)), jnp.int32),
-                              jnp.asarray(np.pad(items[rows], ((0, pad), (0, 0)), constant_values=-1), jnp.int32))
-        blocks.append(block[:size - pad])
-    return jnp.concatenate(blocks) if blocks else jnp.zeros((0, k), jnp.float32)
+    return contexts.astype(np.int64), items.astype(np.int64)
+
+
+def _positions(candidates: np.ndarray, rows: np.ndarray, items: np.ndarray, n_items: int) -> np.ndarray:
+    """Column of each logged item in its context's candidate row, -1 where it is not a candidate (or
+    not shown).  candidates: i64[X, C]; rows: i64[N] (row of each session); items: i64[N, K]."""
+    order = np.argsort(candidates, axis=1, kind="stable")
+    keys = (np.arange(candidates.shape[0])[:, None] * n_items + np.take_along_axis(candidates, order, 1)).ravel()
+    wanted = rows[:, None] * n_items + np.maximum(items, 0)
+    found = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    hit = (keys[found] == wanted) & (items >= 0)
+    column = order.ravel()[found]
+    return np.where(hit, column, -1)
+
+
+def _repeated(items: np.ndarray) -> np.ndarray:
+    """bool[N, K]: the item at rank k already appears at an earlier rank."""
+    earlier = np.tril(np.ones((items.shape[1],) * 2, bool), -1)
+    return np.any((items[:, :, None] == items[:, None, :]) & earlier & (items[:, :, None] >= 0), axis=2)
+
+
+def _base_terms(ranker, candidates, scores, rows, items, positions) -> np.ndarray:
+    """log P(σ_j = s_j | σ_1:j-1 = s_1:j-1, x) of the Sort or Plackett–Luce ranker at every rank j
+    (garbage where the item is impossible or not shown; masked by the caller).  f64[N, K]."""
+    if isinstance(ranker, Sort):
+        order = np.lexsort((candidates, -scores), axis=1)[:, :items.shape[1]]         # ties: lower id
+        top = np.take_along_axis(candidates, order, axis=1)[rows]
+        return np.where(items == top, 0.0, -np.inf)
+    logits = scores / float(ranker.temperature)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))                     # [X, C]
+    return _plackett_luce_terms(weights, rows, positions)
+
+
+def _plackett_luce_terms(weights: np.ndarray, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """log w(s_j) − log Σ_{c not in s_1:j-1} w(c) at every rank j (f64[N, K]), without cancellation.
+
+    The remaining weight is not the total minus the placed weight (that cancels when the placed
+    candidates hold nearly all of it) but, with candidates ranked by weight, the suffix sum from the
+    first rank t not yet placed, minus the placed candidates ranked below t: each of those weighs at
+    most w_(t), which stays in the sum, so at most K−1 terms are subtracted from a sum K times larger
+    than any of them (relative error ≲ K·2⁻⁵³)."""
+    n_contexts, n_candidates = weights.shape
+    order = np.argsort(-weights, axis=1, kind="stable")                              # by weight, descending
+    weight_rank = np.empty_like(order)
+    np.put_along_axis(weight_rank, order, np.arange(n_candidates), axis=1)
+    by_weight = np.take_along_axis(weights, order, axis=1)
+    suffix = np.concatenate([np.cumsum(by_weight[:, ::-1], axis=1)[:, ::-1], np.zeros((n_contexts, 1))], axis=1)
+    valid = positions >= 0
+    column = np.maximum(positions, 0)
+    chosen = np.where(valid, weights[rows[:, None], column], 0.0)                   # [N, K]
+    ranked = np.where(valid, weight_rank[rows[:, None], column], n_candidates)       # not shown: never placed
+    terms = np.empty(positions.shape)
+    for j in range(positions.shape[1]):
+        gap = np.sort(ranked[:, :j], axis=1) != np.arange(j)
+        first_free = np.where(gap.any(axis=1), gap.argmax(axis=1), j) if j else np.zeros(len(rows), np.int64)
+        below = np.sum(np.where(ranked[:, :j] > first_free[:, None], chosen[:, :j], 0.0), axis=1)
+        remaining = suffix[rows, first_free] - below
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms[:, j] = np.log(chosen[:, j]) - np.log(remaining)
+    return terms
+
+
+def prefix_log_probability(policy: Policy, contexts, items) -> jnp.ndarray:
+    """log π(s_1:k | x) of every prefix of logged rankings under `policy` (module docstring).
+
+    contexts: i32[N]. items: i32[N, K] with K <= policy.feed_length, the shown items in rank
+    order, -1 past the logged prefix (a `simrec.feed.Log`'s items: the viewed ranks). Returns
+    f32[N, K]: entry [n, k] is log π(s_1:k+1 | x_n) inside the logged prefix and the whole logged
+    prefix's value past it (so column K−1 is log π of the logged prefix; 0 for an empty one);
+    -inf where the policy cannot show the prefix. Memory O(N·K + X·C) for X distinct contexts.
+    """
+    contexts, items = _checked(policy, contexts, items)
+    n, k = items.shape
+    if n == 0:
+        return jnp.zeros((0, k), jnp.float32)
+    distinct, rows = np.unique(contexts, return_inverse=True)
+    device_contexts = jnp.asarray(distinct, jnp.int32)
+    candidates = sample_candidates(None, policy.generator, device_contexts)
+    ranker = base_ranker(policy.ranker)
+    scores = np.asarray(item_values(ranker.scores, device_contexts, candidates), np.float64)
+    candidates = np.asarray(candidates, np.int64)
+    positions = _positions(candidates, rows, items, num_items(policy))
+    shown = items >= 0
+    possible = (positions >= 0) & ~_repeated(items)
+
+    def prefix(terms):
+        """Cumulative log-probability: -inf once a shown item is impossible, carried past the prefix
+        (terms after an impossible rank may be undefined: they only add to -inf)."""
+        terms = np.where(possible & (terms < np.inf), terms, -np.inf)                 # NaN, +inf: impossible
+        return np.cumsum(np.where(shown, terms, 0.0), axis=1)
+
+    with np.errstate(invalid="ignore"):
+        base = prefix(_base_terms(ranker, candidates, scores, rows, items, positions))
+        if isinstance(policy.ranker, EpsilonGreedy):
+            epsilon = float(policy.ranker.epsilon)
+            uniform = prefix(np.broadcast_to(-np.log(candidates.shape[1] - np.arange(k, dtype=np.float64)), (n, k)))
+            with np.errstate(divide="ignore"):
+                base = np.logaddexp(np.log1p(-epsilon) + base, np.log(epsilon) + uniform)
+    return jnp.asarray(base, jnp.float32)
