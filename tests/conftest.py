@@ -45,7 +45,8 @@ SLOW_FIRST = ("tests/test_sharding.py", "tests/studies/test_assumptions.py", "te
               "tests/test_feed_policies.py", "tests/studies/test_sensitivity.py", "tests/test_cli.py",
               "tests/studies/test_opt_adg.py", "tests/studies/test_bench_scale.py", "tests/studies/test_fold_in.py",
               "tests/test_feed_sessions.py", "tests/studies/test_position_bias.py", "tests/test_feed_position_bias.py",
-              "tests/studies/test_regimes.py", "tests/studies/test_coat.py", "tests/studies/test_protocols.py")
+              "tests/studies/test_regimes.py", "tests/studies/test_arena.py", "tests/studies/test_coat.py",
+              "tests/studies/test_protocols.py", "tests/test_ope_slate.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,128 @@
+"""Study ``arena``: which off-policy estimator of a ranking policy's online reward to trust, per user
+behaviour, log size and catalogue size, scored against the exact truth.
+
+A world of `contexts` users and A items (A in `catalogues`) has click probabilities
+q(x, a) = sigmoid(⟨u_x, v_a⟩/√d + b_a + offset). A feed shows K = `feed_length` of all A items:
+the logger ranks them by Plackett–Luce over noisy scores (noise sd `logger_noise` on the true
+logit, temperature T in `temperatures`: the exploration level), the target sorts by a less noisy
+score (sd `target_noise`). The user scrolls with an exponential view model (γ = `view_decay`) and
+clicks item a with probability q(x, a) under one of three behaviours:
+
+* ``position_based``: nothing else (KDD'24 Asm. 2–3 hold);
+* ``click_stops``: a click ends the session with probability `interaction` (a cascade: whether
+  rank k is seen depends on the clicks above it);
+* ``satiation``: the click probability at rank k is q(x, s_k) ∏_{j<k} (1 − β q(x, s_j)), β =
+  `interaction` (the reward depends on the items above).
+
+The target is deterministic, so its online value is exact under every behaviour
+(`simrec.feed.online_value`). Each estimator registered in `simrec.ope` that estimates the online
+value (`Estimator.online_scale`) and whose inputs a feed log provides is scored: DCG (clipped IPS =
+IIPS), SN-DCG, DR-DCG, RIPS, SIPS and SN-SIPS, each at every m in `m` (m = ∞: unclipped). DR's
+reward model q̂(a) is each item's click rate per view on a separate pilot log of the logger
+(`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views. A cell is (behaviour,
+catalogue, temperature): it draws `replications` independent logs of max(`sessions`) sessions and
+scores the first N sessions of each for every N in `sessions` (nested log sizes: one learning
+curve per replication).
+
+Scores per (setting, estimator, m) over the replications: bias, standard deviation and relative
+MSE = mean (estimate − truth)² / truth², with its standard error; the winner of a setting is the
+estimator (at its m) with the smallest MSE when its squared errors are below every other's beyond
+2 standard errors of the paired differences (the report kit's verdict rule), else a tie among those
+not separated from it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simrec import validate
+from simrec.runner import ConfigError, Study
+from simrec_studies.common.configs import checked
+
+BEHAVIOURS = ("position_based", "click_stops", "satiation")
+
+
+@dataclass(frozen=True)
+class ArenaConfig:
+    """The worlds, behaviours, loggers, log sizes and clipping values of a run (module docstring)."""
+    behaviours: tuple[str, ...] = BEHAVIOURS
+    catalogues: tuple[int, ...] = (10, 100, 500)      # items A (every item a candidate)
+    temperatures: tuple[float, ...] = (0.5, 2.0)      # the Plackett–Luce logger's temperature T
+    sessions: tuple[int, ...] = (1_000, 10_000)       # log sizes N (nested: the first N of each log)
+    replications: int = 20                            # independent logs per (behaviour, A, T)
+    contexts: int = 100                               # users X (uniform activity)
+    feed_length: int = 5                              # K
+    m: tuple[float, ...] = (10.0, math.inf)           # clipping values of every estimator
+    view_decay: float = 0.8                           # exponential view model: P(V | rank k) = γ^(k−1)
+    interaction: float = 0.5                          # click-stop probability / satiation β
+    logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit
+    target_noise: float = 0.3                         # sd of the target's score noise
+    dim: int = 4                                      # latent dimension d of the world
+    offset: float = -2.0                              # logit offset (sets the click rates)
+    pilot_sessions: int = 10_000                      # DR reward model: the pilot log's sessions
+    prior_views: float = 10.0                         # DR reward model: pseudo-views at the overall rate
+
+    def __post_init__(self):
+        if not self.behaviours or len(set(self.behaviours)) != len(self.behaviours):
+            raise ConfigError(f"behaviours must be distinct names of {BEHAVIOURS}, got {self.behaviours}")
+        for behaviour in self.behaviours:
+            checked(validate.choice, "behaviours", behaviour, BEHAVIOURS)
+        for name in ("catalogues", "sessions"):
+            values = getattr(self, name)
+            if not values or len(set(values)) != len(values):
+                raise ConfigError(f"{name} must be a non-empty tuple of distinct integers, got {values}")
+        for a in self.catalogues:
+            checked(validate.integer, "catalogues", a, low=2)
+        for n in self.sessions:
+            checked(validate.integer, "sessions", n, low=2)
+        if not self.temperatures:
+            raise ConfigError("temperatures must hold at least one temperature > 0")
+        for t in self.temperatures:
+            checked(validate.positive, "temperatures", t)
+        checked(validate.numbers, "m", self.m, low=1.0, inf=True)
+        if not self.m:
+            raise ConfigError("m must hold at least one clipping value >= 1 (inf: unclipped)")
+        checked(validate.integer, "replications", self.replications, low=2)
+        checked(validate.integer, "contexts", self.contexts, low=1)
+        checked(validate.integer, "feed_length", self.feed_length, low=1)
+        if self.feed_length > min(self.catalogues):
+            raise ConfigError(f"feed_length = {self.feed_length} exceeds the smallest catalogue {min(self.catalogues)}")
+        checked(validate.probability, "view_decay", self.view_decay, low_open=True)
+        checked(validate.probability, "interaction", self.interaction)
+        for name in ("logger_noise", "target_noise", "prior_views"):
+            checked(validate.finite, name, getattr(self, name), low=0.0)
+        checked(validate.integer, "dim", self.dim, low=1)
+        checked(validate.finite, "offset", self.offset)
+        checked(validate.integer, "pilot_sessions", self.pilot_sessions, low=1)
+
+
+PRESETS = {
+    "smoke": ArenaConfig(behaviours=("position_based", "satiation"), catalogues=(6, 20), temperatures=(1.0,),
+                         sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
+    "default": ArenaConfig(),
+    "paper": ArenaConfig(catalogues=(10, 100, 1_000), sessions=(1_000, 10_000, 100_000), replications=50),
+}
+
+COLUMNS = {
+    "behaviour": str,       # the user behaviour (BEHAVIOURS)
+    "catalogue": int,       # items A
+    "temperature": float,   # the Plackett–Luce logger's temperature T
+    "sessions": int,        # log size N (0 for the truth)
+    "replication": int,     # the log (-1 for the truth)
+    "estimator": str,       # a registered estimator's name, or "truth"
+    "m": float,             # clipping value (NaN for the truth)
+    "value": float,         # the estimate of the target's online reward per session (or the truth)
+}
+
+# the parts a caller (and the tests) reach through the package; compute.py never imports report.py
+from simrec_studies.arena.compute import cells, compute, estimators, setup, world  # noqa: E402,F401
+from simrec_studies.arena.report import errors, report, winners  # noqa: E402,F401
+
+STUDY = Study(
+    name="arena",
+    description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
+                "SN-DCG, DR, RIPS, SIPS, SN-SIPS) scored against the exact truth by relative MSE, per user "
+                "behaviour (position-based, click-stops, satiation), log size, catalogue size and logger "
+                "exploration",
+    presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
+    expected_seconds={"smoke": 30, "default": 240, "paper": 1800})

@@ -1,0 +1,85 @@
+"""The arena study on a tiny config: the truth against a hand computation, the error table and the
+winners against the records, the estimators it scores, its outputs and its configuration."""
+import dataclasses
+import json
+import math
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+from simrec import runner
+from simrec.runner import ConfigError, shared_key
+from simrec_studies import arena
+
+TINY = dataclasses.replace(arena.PRESETS["smoke"], catalogues=(6,), sessions=(300, 1_000), replications=6,
+                           contexts=10, pilot_sessions=500)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "arena"
+    runner.run(arena.STUDY, TINY, seed=0, out=out, preset="smoke", progress=False)
+    return out
+
+
+def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
+    """Position-based behaviour: Σ_x p(x) Σ_k γ^(k−1) q(x, σ_k) with σ the target's sorted top K;
+    satiation: each rank's click probability times ∏ (1 − β q) over the ranks above."""
+    records = pd.read_csv(run / "records.csv")
+    w = arena.world(shared_key(jax.random.key(0), "world:6"), TINY, 6)
+    order = np.argsort(-w.target_scores, axis=1, kind="stable")[:, :TINY.feed_length]
+    q = np.take_along_axis(w.quality.astype(np.float64), order, axis=1)
+    view = TINY.view_decay ** np.arange(TINY.feed_length)
+    satiated = q * np.cumprod(np.concatenate([np.ones((q.shape[0], 1)), 1 - TINY.interaction * q[:, :-1]], 1), 1)
+    expected = {"position_based": (q * view).sum(1).mean(), "satiation": (satiated * view).sum(1).mean()}
+    truth = records[records.estimator == "truth"].set_index("behaviour").value
+    for behaviour, value in expected.items():
+        assert truth[behaviour] == pytest.approx(value, rel=1e-5)
+
+
+def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
+    records = pd.read_csv(run / "records.csv")
+    scored = records[records.estimator != "truth"]
+    assert set(scored.estimator) == {"dcg", "sndcg", "dr", "rips", "sips", "snsips"}
+    per = scored.groupby(["behaviour", "sessions", "estimator", "m"]).replication.nunique()
+    assert set(per) == {TINY.replications} and set(scored.sessions) == set(TINY.sessions)
+    assert set(np.round(scored.m, 6)) == {10.0, math.inf}
+
+
+def test_error_table_and_winners_follow_from_the_records(run):
+    records = pd.read_csv(run / "records.csv")
+    table = arena.errors(records)
+    truth = records[records.estimator == "truth"].set_index("behaviour").value
+    for _, row in table.sample(8, random_state=0).iterrows():
+        values = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
+                         & (records.estimator == row.estimator) & np.isclose(records.m, row.m)].value
+        relative = (values - truth[row.behaviour]) / truth[row.behaviour]
+        assert row["relative MSE"] == pytest.approx(np.mean(relative ** 2))
+        assert row.bias == pytest.approx(values.mean() - truth[row.behaviour])
+    won = arena.winners(records)
+    assert len(won) == len(TINY.behaviours) * len(TINY.sessions)
+    for _, row in won.iterrows():
+        setting = table[(table.behaviour == row.behaviour) & (table.sessions == row.sessions)]
+        assert row["relative MSE"] == pytest.approx(setting["relative MSE"].min())
+        assert row.winner == setting.loc[setting["relative MSE"].idxmin(), "variant"]
+        assert row["winner alone"] == (row["tied with"] == "")
+
+
+def test_outputs_and_manifest(run):
+    assert json.loads((run / "manifest.json").read_text())["study"] == "arena"
+    for name in ("table_errors", "table_winners", "table_winner_map", "table_claims"):
+        assert (run / f"{name}.csv").exists() and (run / f"{name}.md").exists()
+    assert (run / "fig_mse_minf.png").exists() and (run / "fig_mse_m10.png").exists()
+    readme = (run / "README.md").read_text()
+    assert "relative MSE" in readme and "## Claims" in readme
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"behaviours": ("nope",)}, "behaviours"), ({"catalogues": ()}, "catalogues"),
+    ({"feed_length": 7}, "feed_length"), ({"temperatures": (0.0,)}, "temperatures"),
+    ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions")])
+def test_bad_configs_are_one_line_errors(change, message):
+    with pytest.raises(ConfigError, match=message):
+        dataclasses.replace(TINY, **change)
