@@ -28,7 +28,9 @@ Scores per (setting, estimator, m) over the replications: bias, standard deviati
 MSE = mean (estimate − truth)² / truth², with its standard error; the winner of a setting is the
 estimator (at its m) with the smallest MSE when its squared errors are below every other's beyond
 2 standard errors of the paired differences (the report kit's verdict rule), else a tie among those
-not separated from it.
+not separated from it. A self-normalised estimator is undefined on a log where no logged ranking
+is one the target can show (its total weight is 0); a variant undefined on some log of a setting
+has no MSE there and takes no part in that setting's ranking.
 """
 from __future__ import annotations
 
@@ -111,11 +113,12 @@ COLUMNS = {
     "replication": int,     # the log (-1 for the truth)
     "estimator": str,       # a registered estimator's name, or "truth"
     "m": float,             # clipping value (NaN for the truth)
-    "value": float,         # the estimate of the target's online reward per session (or the truth)
+    "value": float,         # the estimate of the target's online reward per session (or the truth); NaN where
+                            # a self-normalised estimator is undefined (no logged ranking the target shows)
 }
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
-from simrec_studies.arena.compute import cells, compute, estimators, setup, world  # noqa: E402,F401
+from simrec_studies.arena.compute import cells, compute, estimate, estimators, setup, world  # noqa: E402,F401
 from simrec_studies.arena.report import errors, report, winners  # noqa: E402,F401
 
 STUDY = Study(

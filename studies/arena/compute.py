@@ -15,7 +15,7 @@ from simrec.runner import cell_key, shared_key
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
-__all__ = ["cells", "Shared", "setup", "world", "estimators", "compute"]
+__all__ = ["cells", "Shared", "setup", "world", "estimators", "estimate", "compute"]
 
 SIGNAL = "click"
 
@@ -82,6 +82,19 @@ def _reward_model(log: feed.Log, n_items: int, prior_views: float) -> np.ndarray
             / (views + prior_views)).astype(np.float32)
 
 
+def estimate(part: ope.Contribution, m: np.ndarray) -> np.ndarray:
+    """One estimator's estimate f64[M] from its contributions on a set of trajectories
+    (`ope.summarise`); NaN at the m where a ratio estimator is undefined because its mean
+    denominator is 0 (SN-SIPS when no logged ranking is one the target can show)."""
+    values = np.full(len(m), np.nan)
+    defined = np.ones(len(m), bool) if part.denominator is None else part.denominator.mean(axis=-1) > 0
+    if defined.any():
+        kept = ope.Contribution(part.numerator[defined],
+                                None if part.denominator is None else part.denominator[defined], part.scale)
+        values[defined] = ope.summarise({("estimator", "target"): kept}, m[defined])["estimator", "target"]["value"]
+    return values
+
+
 def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     """Records of one (behaviour, catalogue, temperature): the exact truth, then every estimator at
     every m on the first N sessions of each of the `replications` logs, for every N in `sessions`.
@@ -108,8 +121,7 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     parts = ope.contributions(data, targets, m, estimators=estimators(data, targets))
     for r in range(config.replications):
         for n in sorted(config.sessions):
-            summary = ope.summarise(ope.restrict(parts, r * longest + np.arange(n)), m)
-            rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),
-                      "value": float(s["value"][i])}
-                     for (name, _), s in summary.items() for i, mv in enumerate(m)]
+            for (name, _), part in ope.restrict(parts, r * longest + np.arange(n)).items():
+                rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),
+                          "value": float(value)} for mv, value in zip(m, estimate(part, m))]
     return rows

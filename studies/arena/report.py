@@ -44,12 +44,15 @@ def errors(records: pd.DataFrame) -> pd.DataFrame:
     sq = _squared_errors(records)
 
     def summary(g: pd.DataFrame) -> pd.Series:
-        truth = g.value_truth.iloc[0]
+        truth, defined = g.value_truth.iloc[0], int(g.value.notna().sum())
+        if defined < len(g):                              # undefined on some log: no MSE
+            g = g.assign(value=np.nan, error=np.nan, relative_squared_error=np.nan)
         return pd.Series({"truth": truth, "mean": g.value.mean(), "bias": g.error.mean(),
                           "sd": g.value.std(ddof=1), "relative MSE": g.relative_squared_error.mean(),
                           "relative MSE SE": reporting.standard_error(g.relative_squared_error),
                           "relative bias²": (g.error.mean() / truth) ** 2,
-                          "relative variance": g.value.var(ddof=1) / truth ** 2, "replications": len(g)})
+                          "relative variance": g.value.var(ddof=1) / truth ** 2, "replications": len(g),
+                          "defined": defined})
     out = sq.groupby([*SETTING, "estimator", "m"], sort=False).apply(summary, include_groups=False).reset_index()
     out.insert(4, "variant", [variant(e, m) for e, m in zip(out.estimator, out.m)])
     return out
@@ -63,7 +66,7 @@ def winners(records: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for setting, g in sq.groupby(SETTING, sort=False):
         table = g.pivot_table(index="replication", columns=["estimator", "m"], values="relative_squared_error",
-                              sort=False)
+                              sort=False, dropna=False).dropna(axis=1)   # variants defined on every log
         best = table.mean().idxmin()
         tied = [column for column in table.columns if column != best
                 and reporting.paired_verdict(table[column] - table[best]).verdict != "holds"]
@@ -138,6 +141,11 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) ->
         lines.append(f"- {behaviour}: smallest relative MSE in {len(g)} settings — "
                      + ", ".join(f"{w} ({c})" for w, c in counts.items())
                      + f"; a winner alone in {len(alone)} of them.")
+    undefined = table[table.defined < table.replications]
+    if len(undefined):
+        lines += ["", "Undefined somewhere (no logged ranking the target shows, on at least one log): "
+                  + "; ".join(f"{v} in {n} settings" for v, n in undefined.variant.value_counts().items())
+                  + " — left out of those settings' rankings."]
     largest = table[table.sessions == table.sessions.max()]
     unclipped = largest[np.isinf(largest.m)]
     if len(unclipped):

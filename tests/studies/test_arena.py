@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import runner
+from simrec import ope, runner
 from simrec.runner import ConfigError, shared_key
 from simrec_studies import arena
 
@@ -83,3 +83,13 @@ def test_outputs_and_manifest(run):
 def test_bad_configs_are_one_line_errors(change, message):
     with pytest.raises(ConfigError, match=message):
         dataclasses.replace(TINY, **change)
+
+
+def test_a_self_normalised_estimate_without_weight_is_undefined_not_an_error():
+    """SN-SIPS on logs where no ranking is one the target shows: every weight 0, the ratio undefined
+    (NaN) at that m; defined elsewhere; a mean estimator is never NaN."""
+    numerator = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]])
+    weights = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 0.5]])
+    values = arena.estimate(ope.Contribution(numerator, weights), np.array([1.0, np.inf]))
+    assert np.isnan(values[0]) and values[1] == pytest.approx(3.0 / 2.5)
+    assert arena.estimate(ope.Contribution(numerator), np.array([1.0, np.inf])) == pytest.approx([0.0, 1.0])
