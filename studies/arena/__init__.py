@@ -3,9 +3,12 @@ behaviour, log size and catalogue size, scored against the exact truth.
 
 A world of `contexts` users and A items (A in `catalogues`) has click probabilities
 q(x, a) = sigmoid(⟨u_x, v_a⟩/√d + b_a + offset). A feed shows K = `feed_length` of all A items:
-the logger ranks them by Plackett–Luce over noisy scores (noise sd `logger_noise` on the true
-logit, temperature T in `temperatures`: the exploration level), the target sorts by a less noisy
-score (sd `target_noise`). The user scrolls with an exponential view model (γ = `view_decay`) and
+the logger ranks them by noisy scores (noise sd `logger_noise` on the true logit), the target sorts
+by a less noisy
+score (sd `target_noise`). Two loggers, each at its exploration levels: Plackett–Luce over the
+logger's scores at temperature T (``plackett_luce``, T in `temperatures`) and ε-greedy around the
+logger's sorted order (``epsilon_greedy``, ε in `epsilons`: with probability ε a uniformly random
+order of the A items). The user scrolls with an exponential view model (γ = `view_decay`) and
 clicks item a with probability q(x, a) under one of three behaviours:
 
 * ``position_based``: nothing else (KDD'24 Asm. 2–3 hold);
@@ -20,7 +23,7 @@ value (`Estimator.online_scale`) and whose inputs a feed log provides is scored:
 IIPS), SN-DCG, DR-DCG, RIPS, SIPS and SN-SIPS, each at every m in `m` (m = ∞: unclipped). DR's
 reward model q̂(a) is each item's click rate per view on a separate pilot log of the logger
 (`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views. A cell is (behaviour,
-catalogue, temperature): it draws `replications` independent logs of max(`sessions`) sessions and
+catalogue, logger, exploration level): it draws `replications` independent logs of max(`sessions`) sessions and
 scores the first N sessions of each for every N in `sessions` (nested log sizes: one learning
 curve per replication).
 
@@ -49,7 +52,8 @@ class ArenaConfig:
     """The worlds, behaviours, loggers, log sizes and clipping values of a run (module docstring)."""
     behaviours: tuple[str, ...] = BEHAVIOURS
     catalogues: tuple[int, ...] = (10, 100, 500)      # items A (every item a candidate)
-    temperatures: tuple[float, ...] = (0.5, 2.0)      # the Plackett–Luce logger's temperature T
+    temperatures: tuple[float, ...] = (0.5, 2.0)      # the Plackett–Luce logger's temperatures T
+    epsilons: tuple[float, ...] = (0.05, 0.3)         # the ε-greedy logger's exploration ε (around Sort)
     sessions: tuple[int, ...] = (1_000, 10_000)       # log sizes N (nested: the first N of each log)
     replications: int = 20                            # independent logs per (behaviour, A, T)
     contexts: int = 100                               # users X (uniform activity)
@@ -77,10 +81,13 @@ class ArenaConfig:
             checked(validate.integer, "catalogues", a, low=2)
         for n in self.sessions:
             checked(validate.integer, "sessions", n, low=2)
-        if not self.temperatures:
-            raise ConfigError("temperatures must hold at least one temperature > 0")
+        if not self.temperatures and not self.epsilons:
+            raise ConfigError("temperatures and epsilons are both empty: give at least one logger (a "
+                              "Plackett–Luce temperature > 0 or an ε-greedy ε in (0, 1])")
         for t in self.temperatures:
             checked(validate.positive, "temperatures", t)
+        for e in self.epsilons:
+            checked(validate.probability, "epsilons (full support needs ε > 0)", e, low_open=True)
         checked(validate.numbers, "m", self.m, low=1.0, inf=True)
         if not self.m:
             raise ConfigError("m must hold at least one clipping value >= 1 (inf: unclipped)")
@@ -100,6 +107,7 @@ class ArenaConfig:
 
 PRESETS = {
     "smoke": ArenaConfig(behaviours=("position_based", "satiation"), catalogues=(6, 20), temperatures=(1.0,),
+                         epsilons=(0.3,),
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
     "paper": ArenaConfig(catalogues=(10, 100, 1_000), sessions=(1_000, 10_000, 100_000), replications=50),
@@ -108,7 +116,8 @@ PRESETS = {
 COLUMNS = {
     "behaviour": str,       # the user behaviour (BEHAVIOURS)
     "catalogue": int,       # items A
-    "temperature": float,   # the Plackett–Luce logger's temperature T
+    "logger": str,          # "plackett_luce" or "epsilon_greedy"
+    "exploration": float,   # the logger's temperature T or ε
     "sessions": int,        # log size N (0 for the truth)
     "replication": int,     # the log (-1 for the truth)
     "estimator": str,       # a registered estimator's name, or "truth"
@@ -126,6 +135,6 @@ STUDY = Study(
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
                 "SN-DCG, DR, RIPS, SIPS, SN-SIPS) scored against the exact truth by relative MSE, per user "
                 "behaviour (position-based, click-stops, satiation), log size, catalogue size and logger "
-                "exploration",
+                "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
     expected_seconds={"smoke": 30, "default": 150, "paper": 1800})

@@ -21,8 +21,19 @@ SIGNAL = "click"
 
 
 def cells(config: ArenaConfig) -> list[dict]:
-    return [{"behaviour": b, "catalogue": a, "temperature": float(t)}
-            for b in config.behaviours for a in config.catalogues for t in config.temperatures]
+    loggers = ([("plackett_luce", float(t)) for t in config.temperatures]
+               + [("epsilon_greedy", float(e)) for e in config.epsilons])
+    return [{"behaviour": b, "catalogue": a, "logger": kind, "exploration": level}
+            for b in config.behaviours for a in config.catalogues for kind, level in loggers]
+
+
+def logging_ranker(kind: str, level: float, scores: np.ndarray):
+    """The logger's ranker: Plackett–Luce at temperature `level`, or ε-greedy (ε = `level`) around
+    the sorted order of `scores`."""
+    table = feed.from_table(scores)
+    if kind == "plackett_luce":
+        return feed.PlackettLuce(table, jnp.float32(level))
+    return feed.EpsilonGreedy(feed.Sort(table), jnp.float32(level))
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,17 +107,18 @@ def estimate(part: ope.Contribution, m: np.ndarray) -> np.ndarray:
 
 
 def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
-    """Records of one (behaviour, catalogue, temperature): the exact truth, then every estimator at
+    """Records of one (behaviour, catalogue, logger, exploration): the exact truth, then every estimator at
     every m on the first N sessions of each of the `replications` logs, for every N in `sessions`.
     The pilot log draws from fold_in(cell_key, 0), the logs from fold_in(cell_key, 1)."""
-    n_items, temperature = cell["catalogue"], cell["temperature"]
+    n_items = cell["catalogue"]
     w = shared.worlds[n_items]
     scene = scenario(config, cell["behaviour"], w)
     candidates = feed.all_items(n_items)
-    logger = feed.Policy(candidates, feed.PlackettLuce(feed.from_table(w.logger_scores), jnp.float32(temperature)),
+    logger = feed.Policy(candidates, logging_ranker(cell["logger"], cell["exploration"], w.logger_scores),
                          config.feed_length)
     target = feed.Policy(candidates, feed.Sort(feed.from_table(w.target_scores)), config.feed_length)
-    head = {"behaviour": cell["behaviour"], "catalogue": n_items, "temperature": temperature}
+    head = {"behaviour": cell["behaviour"], "catalogue": n_items, "logger": cell["logger"],
+            "exploration": cell["exploration"]}
     truth = float(feed.online_value(None, scene, target).mean[0])
     rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": truth}]
 

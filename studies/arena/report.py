@@ -15,7 +15,9 @@ from simrec.runner import Report
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
-SETTING = ["behaviour", "catalogue", "temperature", "sessions"]
+LOGGER = ["logger", "exploration"]
+SETTING = ["behaviour", "catalogue", *LOGGER, "sessions"]
+LOGGER_NAMES = {"plackett_luce": "Plackett–Luce T", "epsilon_greedy": "ε-greedy ε"}
 
 
 def _m_text(m: float) -> str:
@@ -30,8 +32,8 @@ def variant(estimator: str, m: float) -> str:
 def _squared_errors(records: pd.DataFrame) -> pd.DataFrame:
     """The estimates beside their truth: columns SETTING, estimator, m, replication, error, relative
     squared error (error / truth)²."""
-    truth = records[records.estimator == "truth"][["behaviour", "catalogue", "temperature", "value"]]
-    est = records[records.estimator != "truth"].merge(truth, on=["behaviour", "catalogue", "temperature"],
+    truth = records[records.estimator == "truth"][["behaviour", "catalogue", *LOGGER, "value"]]
+    est = records[records.estimator != "truth"].merge(truth, on=["behaviour", "catalogue", *LOGGER],
                                                      suffixes=("", "_truth"))
     return est.assign(error=est.value - est.value_truth,
                       relative_squared_error=((est.value - est.value_truth) / est.value_truth) ** 2)
@@ -78,10 +80,11 @@ def winners(records: pd.DataFrame) -> pd.DataFrame:
 
 def _figure(table: pd.DataFrame, m: float):
     """Relative MSE against the log size, one panel per (behaviour, catalogue); lines: estimators,
-    dashes: the logger's temperature."""
+    dashes: the logger and its exploration."""
     import seaborn as sns
     behaviours, catalogues = list(dict.fromkeys(table.behaviour)), sorted(set(table.catalogue))
-    data = table[table.m == m].assign(temperature=lambda t: "T = " + t.temperature.map("{:g}".format),
+    data = table[table.m == m].assign(logger=[f"{LOGGER_NAMES[k]} = {v:g}" for k, v in zip(table.logger[table.m == m],
+                                                                                         table.exploration[table.m == m])],
                                       estimator=lambda t: t.estimator.map(lambda e: ope.ESTIMATORS[e].label))
     fig, axes = reporting.figure(len(behaviours), len(catalogues), width=3.6, height=3.0, sharex=True)
     with reporting.theme():
@@ -89,7 +92,7 @@ def _figure(table: pd.DataFrame, m: float):
             for j, catalogue in enumerate(catalogues):
                 ax = axes[i, j]
                 panel = data[(data.behaviour == behaviour) & (data.catalogue == catalogue)]
-                sns.lineplot(data=panel, x="sessions", y="relative MSE", hue="estimator", style="temperature",
+                sns.lineplot(data=panel, x="sessions", y="relative MSE", hue="estimator", style="logger",
                              marker="o", ax=ax, legend=(i, j) == (0, len(catalogues) - 1))
                 ax.set(xscale="log", yscale="log", title=f"{behaviour}, {catalogue} items",
                        xlabel="logged sessions" if i == len(behaviours) - 1 else "",
@@ -136,14 +139,15 @@ def _claims(table: pd.DataFrame) -> list[Claim]:
                   "a few actions per slot)", "",
                   f"mean of the logs beyond 2 SE of the truth in {missed} of {n_rips} settings (about 5 % expected "
                   f"by chance), {below} of them below it: heavy-tailed prefix weights (up to {max(table.catalogue)} "
-                  "items, a Plackett–Luce logger without uniform exploration), so that a log of this size "
-                  "rarely holds the target's deeper rankings",
+                  "items), so that a log of this size rarely holds the target's deeper rankings",
                   rips_verdict, where=where)]
 
 
 def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) -> str:
     lines = [f"The exact online reward of a deterministic target ranking K = {config.feed_length} of A items, "
-             f"estimated from logs of a Plackett–Luce logger (temperatures {', '.join(f'{t:g}' for t in config.temperatures)}) "
+             "estimated from logs of a Plackett–Luce logger (temperatures "
+             f"{', '.join(f'{t:g}' for t in config.temperatures) or 'none'}) and an ε-greedy logger around its sorted "
+             f"order (ε {', '.join(f'{e:g}' for e in config.epsilons) or 'none'}) "
              f"by every registered estimator of the online value, at m in {{{', '.join(_m_text(m) for m in config.m)}}}, "
              f"over {config.replications} independent logs per setting; scored by relative MSE "
              "(mean squared error over the squared truth). A winner is named when its squared errors are below "
@@ -163,7 +167,7 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) ->
     unclipped = largest[np.isinf(largest.m)]
     if len(unclipped):
         lines += ["", f"Bias and variance at N = {int(table.sessions.max()):,}, m = ∞ (median over catalogues and "
-                  "temperatures of relative bias² / relative variance):", ""]
+                  "loggers of relative bias² / relative variance):", ""]
         for behaviour, g in unclipped.groupby("behaviour", sort=False):
             parts = g.groupby("estimator", sort=False)[["relative bias²", "relative variance"]].median()
             lines.append(f"- {behaviour}: " + "; ".join(
@@ -171,7 +175,7 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) ->
                 f"{reporting.number(r['relative variance'])}" for e, r in parts.iterrows()))
         by_catalogue = unclipped.groupby(["estimator", "catalogue"])["relative MSE"].median().unstack()
         lines += ["", "How the catalogue size moves each estimator's relative MSE (median over behaviours and "
-                  "temperatures, m = ∞): " + "; ".join(
+                  "loggers, m = ∞): " + "; ".join(
                       f"{ope.ESTIMATORS[e].label} " + " → ".join(reporting.number(v) for v in row.values)
                       for e, row in by_catalogue.iterrows())
                   + f" for {' → '.join(str(c) for c in by_catalogue.columns)} items."]
@@ -188,7 +192,7 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) ->
 def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     table = errors(records)
     won = winners(records)
-    pivot = won.pivot_table(index=["behaviour", "temperature", "catalogue"], columns="sessions", values="winner",
+    pivot = won.pivot_table(index=["behaviour", *LOGGER, "catalogue"], columns="sessions", values="winner",
                             aggfunc="first", sort=False).reset_index()
     figures = {f"fig_mse_m{_m_text(m).replace('∞', 'inf')}": _figure(table, m) for m in config.m}
     return Report(tables={"table_errors": table.drop(columns=["estimator", "m"]), "table_winners": won,

@@ -34,16 +34,17 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     view = TINY.view_decay ** np.arange(TINY.feed_length)
     satiated = q * np.cumprod(np.concatenate([np.ones((q.shape[0], 1)), 1 - TINY.interaction * q[:, :-1]], 1), 1)
     expected = {"position_based": (q * view).sum(1).mean(), "satiation": (satiated * view).sum(1).mean()}
-    truth = records[records.estimator == "truth"].set_index("behaviour").value
+    truth = records[records.estimator == "truth"]
+    assert set(truth.logger) == {"plackett_luce", "epsilon_greedy"}          # one truth per logger's cell
     for behaviour, value in expected.items():
-        assert truth[behaviour] == pytest.approx(value, rel=1e-5)
+        assert truth[truth.behaviour == behaviour].value.to_numpy() == pytest.approx(value, rel=1e-5)
 
 
 def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
     records = pd.read_csv(run / "records.csv")
     scored = records[records.estimator != "truth"]
     assert set(scored.estimator) == {"dcg", "sndcg", "dr", "rips", "sips", "snsips"}
-    per = scored.groupby(["behaviour", "sessions", "estimator", "m"]).replication.nunique()
+    per = scored.groupby(["behaviour", "logger", "sessions", "estimator", "m"]).replication.nunique()
     assert set(per) == {TINY.replications} and set(scored.sessions) == set(TINY.sessions)
     assert set(np.round(scored.m, 6)) == {10.0, math.inf}
 
@@ -51,17 +52,19 @@ def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
 def test_error_table_and_winners_follow_from_the_records(run):
     records = pd.read_csv(run / "records.csv")
     table = arena.errors(records)
-    truth = records[records.estimator == "truth"].set_index("behaviour").value
+    truth = records[records.estimator == "truth"].groupby("behaviour").value.first()
     for _, row in table.sample(8, random_state=0).iterrows():
         values = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
+                         & (records.logger == row.logger) & (records.exploration == row.exploration)
                          & (records.estimator == row.estimator) & np.isclose(records.m, row.m)].value
         relative = (values - truth[row.behaviour]) / truth[row.behaviour]
         assert row["relative MSE"] == pytest.approx(np.mean(relative ** 2))
         assert row.bias == pytest.approx(values.mean() - truth[row.behaviour])
     won = arena.winners(records)
-    assert len(won) == len(TINY.behaviours) * len(TINY.sessions)
+    assert len(won) == len(TINY.behaviours) * len(TINY.sessions) * 2            # two loggers
     for _, row in won.iterrows():
-        setting = table[(table.behaviour == row.behaviour) & (table.sessions == row.sessions)]
+        setting = table[(table.behaviour == row.behaviour) & (table.sessions == row.sessions)
+                        & (table.logger == row.logger)]
         assert row["relative MSE"] == pytest.approx(setting["relative MSE"].min())
         assert row.winner == setting.loc[setting["relative MSE"].idxmin(), "variant"]
         assert row["winner alone"] == (row["tied with"] == "")
@@ -79,6 +82,7 @@ def test_outputs_and_manifest(run):
 @pytest.mark.parametrize("change, message", [
     ({"behaviours": ("nope",)}, "behaviours"), ({"catalogues": ()}, "catalogues"),
     ({"feed_length": 7}, "feed_length"), ({"temperatures": (0.0,)}, "temperatures"),
+    ({"epsilons": (0.0,)}, "epsilons"), ({"temperatures": (), "epsilons": ()}, "both empty"),
     ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions")])
 def test_bad_configs_are_one_line_errors(change, message):
     with pytest.raises(ConfigError, match=message):
