@@ -137,4 +137,4 @@ STUDY = Study(
                 "behaviour (position-based, click-stops, satiation), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 30, "default": 150, "paper": 1800})
+    expected_seconds={"smoke": 30, "default": 225, "paper": 3600})
