@@ -83,9 +83,9 @@ def _figure(table: pd.DataFrame, m: float):
     dashes: the logger and its exploration."""
     import seaborn as sns
     behaviours, catalogues = list(dict.fromkeys(table.behaviour)), sorted(set(table.catalogue))
-    data = table[table.m == m].assign(logger=[f"{LOGGER_NAMES[k]} = {v:g}" for k, v in zip(table.logger[table.m == m],
-                                                                                         table.exploration[table.m == m])],
-                                      estimator=lambda t: t.estimator.map(lambda e: ope.ESTIMATORS[e].label))
+    data = table[table.m == m]
+    data = data.assign(logger=[f"{LOGGER_NAMES[k]} = {v:g}" for k, v in zip(data.logger, data.exploration)],
+                       estimator=data.estimator.map(lambda e: ope.ESTIMATORS[e].label))
     fig, axes = reporting.figure(len(behaviours), len(catalogues), width=3.6, height=3.0, sharex=True)
     with reporting.theme():
         for i, behaviour in enumerate(behaviours):
