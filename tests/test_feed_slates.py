@@ -85,6 +85,42 @@ def test_prefix_probabilities_equal_enumeration_over_every_ranking(name, generat
             assert got[n, k] == pytest.approx(expected, abs=2e-7, rel=2e-6), (name, x, row, k)
 
 
+@pytest.mark.parametrize("per_context", [False, True])
+@pytest.mark.parametrize("name", list(_rankers()))
+def test_next_item_means_equal_enumeration_over_every_ranking(name, per_context):
+    """v̄_k = Σ_a π(s_1:k-1, a) v(a) / π(s_1:k-1) by enumeration, wherever the prefix can be shown and
+    is logged; 0 from two ranks past the logged prefix."""
+    policy = feed.Policy(feed.FixedCandidates(jnp.asarray(CANDIDATES), A), _rankers()[name], K)
+    contexts, items = _logged_prefixes()
+    values = RNG.uniform(size=(X, A) if per_context else A)
+    got = np.asarray(feed.next_item_mean(policy, contexts, items, values), np.float64)
+    for n, (x, row) in enumerate(zip(contexts, items)):
+        v = values[x] if per_context else values
+        for k in range(K):
+            prefix = list(row[:k])
+            if any(a < 0 for a in prefix):
+                assert got[n, k] == 0.0
+                continue
+            shown = _enumerated(name, x, prefix) if len(set(prefix)) == len(prefix) else 0.0
+            if shown < 1e-12:
+                assert np.isfinite(got[n, k])                      # any finite value: its weight is 0
+                continue
+            expected = sum(_enumerated(name, x, prefix + [a]) * v[a] for a in CANDIDATES[x]
+                           if a not in prefix) / shown
+            assert got[n, k] == pytest.approx(expected, abs=1e-6, rel=1e-5), (name, x, row, k)
+
+
+def test_next_item_means_name_bad_values():
+    policy = feed.Policy(feed.FixedCandidates(jnp.asarray(CANDIDATES), A), _rankers()["plackett_luce"], K)
+    contexts, items = _logged_prefixes()
+    with pytest.raises(ValueError, match="values must be"):
+        feed.next_item_mean(policy, contexts, items, np.ones(A + 1))
+    with pytest.raises(ValueError, match="values must be"):
+        feed.next_item_mean(policy, contexts, items, np.ones((X + 1, A)))
+    with pytest.raises(ValueError, match="finite"):
+        feed.next_item_mean(policy, contexts, items, np.full(A, np.nan))
+
+
 def test_prefix_probabilities_match_the_samplers_frequencies():
     """The closed form describes the law `sample_ranking` draws from (ε-greedy exploration and
     Plackett–Luce both drawn by first appearances), counted over 40,000 rankings: 4 SE."""

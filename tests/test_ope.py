@@ -398,6 +398,32 @@ def test_dr_bad_input_raises(call):
 WRONG_MODEL = np.clip(0.5 * Q[1] + 0.3 * RNG.uniform(size=(X, A)), 0, 1).astype(np.float32)   # biased q̂
 
 
+def test_click_rate_model_is_the_smoothed_click_per_view_rate(log):
+    users, items, viewed = np.asarray(log.users), np.asarray(log.items), np.asarray(log.viewed)
+    clicks = np.asarray(log.rewards[0])
+    views, hits = np.zeros(A), np.zeros(A)
+    for n in range(0, N, 7):                    # every 7th session: a sub-log, counted by a plain loop
+        for k in range(items.shape[1]):
+            if viewed[n, k]:
+                views[items[n, k]] += 1
+                hits[items[n, k]] += clicks[n, k]
+    sub = feed.Log(log.users[::7], log.items[::7], log.viewed[::7], log.rewards[:, ::7], log.day[::7],
+                   log.logging_exposure[::7], log.signals)
+    rate = hits.sum() / views.sum()
+    np.testing.assert_allclose(ope.click_rate_model(sub, A, 0, prior_views=3.0), (hits + 3.0 * rate) / (views + 3.0),
+                               rtol=1e-12)
+    raw = ope.click_rate_model(sub, A + 2, log.signals[0])          # two items never shown: the overall rate
+    np.testing.assert_allclose(raw[-2:], rate)
+    np.testing.assert_allclose(raw[:A][views > 0], (hits / views)[views > 0], rtol=1e-12)
+    assert users.shape == (N,)
+    with pytest.raises(ValueError, match="num_items"):
+        ope.click_rate_model(sub, 2)
+    with pytest.raises(ValueError, match="prior_views"):
+        ope.click_rate_model(sub, A, prior_views=-1.0)
+    with pytest.raises(ValueError, match="unknown signal"):
+        ope.click_rate_model(sub, A, "nope")
+
+
 def test_dr_is_unbiased_under_a_wrong_reward_model(log):
     truth = feed.online_value(None, SCENARIO, TARGET).mean[1]
     est = ope.doubly_robust_estimate(None, log, LOGGER, TARGET, VIEW, feed.from_table(WRONG_MODEL), signal=1)

@@ -23,7 +23,8 @@ def _data(seed=0, n=400):
 
 
 def test_every_estimator_is_registered_once_with_its_documentation():
-    assert list(ope.ESTIMATORS) == ["dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dr", "rips", "sips", "snsips"]
+    assert list(ope.ESTIMATORS) == ["dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dcg_beta", "dr", "rips", "sips",
+                                    "snsips", "sips_beta", "cascade_dr"]
     for estimator in ope.ESTIMATORS.values():
         assert estimator.label and estimator.assumption and estimator.reference
     with pytest.raises(ValueError, match="registered already"):
@@ -58,7 +59,8 @@ def test_paired_differences_against_a_brute_force_computation():
         ["estimator", "target", "m"]).sort_index()
     assert table.loc[("dcg", "R0")].difference.isna().all()
     r, e0, v = data.rewards, data.logging_exposure, data.viewed
-    per = {name: np.asarray(ope.trajectory_dcg(r, e0, t.exposure, v, M_VALUES), np.float64) for name, t in targets.items()}
+    per = {name: np.asarray(ope.trajectory_dcg(r, e0, t.exposure, v, M_VALUES), np.float64)
+           for name, t in targets.items()}
     delta = per["R1"] - per["R0"]
     row = table.loc[("dcg", "R1")]
     np.testing.assert_allclose(row.difference, delta.mean(axis=1), rtol=1e-12)

@@ -6,6 +6,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
 from simrec import feed, ope
@@ -47,6 +48,32 @@ def test_rips_and_sips_equal_their_formulas_term_by_term():
     np.testing.assert_allclose(ope.prefix_weights(viewed, logging_prefix, logging_prefix), viewed * 1.0)
 
 
+def test_cascade_dr_equals_its_formula_term_by_term_and_rips_without_a_reward_model():
+    rewards, viewed, logging_prefix, target_prefix = _random_slate_log()
+    rng = np.random.default_rng(5)
+    predicted, baseline = rng.uniform(size=(2,) + rewards.shape).astype(np.float32)
+    got = np.asarray(ope.trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, predicted, baseline,
+                                               M_VALUES))
+    for i, m in enumerate(M_VALUES):
+        for t in range(rewards.shape[0]):
+            expected, before = 0.0, 1.0
+            for k in range(rewards.shape[1]):
+                weight = math.exp(target_prefix[t, k] - logging_prefix[t, k])
+                if viewed[t, k]:
+                    expected += (min(m, weight) * (float(rewards[t, k]) - predicted[t, k])
+                                 + min(m, before) * baseline[t, k])
+                before = weight
+            assert got[i, t] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    zero = np.zeros_like(predicted)
+    np.testing.assert_allclose(ope.trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, zero, zero,
+                                                         M_VALUES),
+                               ope.trajectory_rips(rewards, viewed, logging_prefix, target_prefix, M_VALUES), rtol=1e-6)
+    with pytest.raises(ValueError, match="baseline must have"):
+        ope.trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, predicted, baseline[:, :2])
+    with pytest.raises(ValueError, match="predicted must be finite"):
+        ope.trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, predicted * np.nan, baseline)
+
+
 def test_bad_inputs_are_named():
     rewards, viewed, logging_prefix, target_prefix = _random_slate_log()
     with pytest.raises(ValueError, match="share one shape"):
@@ -78,6 +105,9 @@ TARGET_SCORES = (np.log(QUALITY) + 0.3 * _rng.normal(size=(X, A))).astype(np.flo
 LOGGER = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(
     feed.PlackettLuce(feed.from_table(LOGGER_SCORES), jnp.float32(1.0)), jnp.float32(0.2)), K)
 TARGET = feed.Policy(feed.all_items(A), feed.Sort(feed.from_table(TARGET_SCORES)), K)
+#: reward models of the label of a viewed item: the true quality (exact under the position-based
+#: model) and one uncorrelated with it
+REWARD_MODELS = {"true": QUALITY, "wrong": _rng.permuted(QUALITY, axis=1)}
 
 
 def _scenario(behaviour: str) -> feed.Scenario:
@@ -88,24 +118,54 @@ def _scenario(behaviour: str) -> feed.Scenario:
                          satiation=0.6 if behaviour == "satiation" else 0.0)
 
 
+def _signal(on):
+    return on.data["click"], on.targets["click"]
+
+
 @pytest.fixture(scope="module", params=["position_based", "satiation", "click_stops"])
 def estimates(request):
     """(behaviour, exact online value of the target, `compare` of every estimator on 50,000 logged
-    sessions of the ε-greedy Plackett–Luce logger)."""
+    sessions of the ε-greedy Plackett–Luce logger, and of Cascade-DR with each reward model as
+    "cascade_dr/true", "cascade_dr/wrong")."""
     scenario = _scenario(request.param)
     truth = float(feed.online_value(None, scenario, TARGET).mean[0])
     log = feed.simulate(jax.random.key(3), scenario, LOGGER, 50_000)
-    on = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, feed.position_model(scenario.view), slates=True)
-    table = ope.compare(on.data["click"], on.targets["click"], np.inf).set_index(["estimator", "target"])
-    return request.param, truth, table
+    policies = {"R0": LOGGER, "T": TARGET}
+    view = feed.position_model(scenario.view)
+    table = ope.compare(*_signal(ope.from_log(log, policies, view, slates=True)), np.inf)
+    for name, model in REWARD_MODELS.items():             # Cascade-DR with each reward model
+        on = ope.from_log(log, policies, view, slates=True, reward_models={"click": model[np.unique(log.users)]})
+        more = ope.compare(*_signal(on), np.inf, estimators=["cascade_dr"])
+        table = pd.concat([table, more.assign(estimator=more.estimator + "/" + name)])
+    return request.param, truth, table.set_index(["estimator", "target"])
 
 
-def test_rips_and_sips_are_unbiased_under_every_within_session_behaviour(estimates):
+def test_slate_estimators_are_unbiased_under_every_within_session_behaviour(estimates):
     """|estimate − truth| <= 4 SE at m = ∞ (a failure about once in 16,000 seeds; the seed is fixed)."""
     behaviour, truth, table = estimates
-    for name in ("rips", "sips", "snsips"):
+    for name in ("rips", "sips", "snsips", "sips_beta", "cascade_dr/true", "cascade_dr/wrong"):
         row = table.loc[(name, "T")]
         assert abs(row.value - truth) <= 4 * row.value_se, (behaviour, name, row.value, truth, row.value_se)
+
+
+@pytest.mark.parametrize("behaviour", ["position_based", "satiation", "click_stops"])
+def test_cascade_dr_with_the_true_reward_model_has_a_smaller_standard_error_than_rips(behaviour):
+    """The reward model's point, on a logger near the target (a Plackett–Luce on the target's scores,
+    ε = 0.2: tame weights, so the standard errors are themselves accurate) and 20,000 sessions: with
+    q̂ = the true quality Cascade-DR's standard error is below RIPS's in every behaviour (measured
+    ratios 0.80, 0.91, 0.68), and both stay within 4 SE of the truth."""
+    near = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(
+        feed.PlackettLuce(feed.from_table(TARGET_SCORES), jnp.float32(0.5)), jnp.float32(0.2)), K)
+    scenario = _scenario(behaviour)
+    truth = float(feed.online_value(None, scenario, TARGET).mean[0])
+    log = feed.simulate(jax.random.key(3), scenario, near, 20_000)
+    on = ope.from_log(log, {"R0": near, "T": TARGET}, feed.position_model(scenario.view), slates=True,
+                      reward_models={"click": QUALITY[np.unique(log.users)]})
+    table = ope.compare(*_signal(on), np.inf, estimators=["rips", "cascade_dr"]).set_index(["estimator", "target"])
+    rips, cascade_dr = table.loc[("rips", "T")], table.loc[("cascade_dr", "T")]
+    assert cascade_dr.value_se < rips.value_se
+    for row in (rips, cascade_dr):
+        assert abs(row.value - truth) <= 4 * row.value_se
 
 
 def test_dcg_is_biased_where_the_reward_depends_on_the_items_above(estimates):
@@ -130,7 +190,12 @@ def test_slate_estimators_need_the_prefix_probabilities():
         ope.compare(plain.data["click"], plain.targets["click"], 1.0, estimators=["rips"])
     slates = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True)
     table = ope.compare(slates.data["click"], slates.targets["click"], M_VALUES, baseline="R0")
-    assert {"rips", "sips", "snsips"} <= set(table.estimator)
+    assert {"rips", "sips", "snsips"} <= set(table.estimator) and "cascade_dr" not in set(table.estimator)
+    assert ope.ESTIMATORS["cascade_dr"].needs == frozenset({"logging_prefix", "prefix", "predicted",
+                                                           "cascade_baseline"})
+    modelled = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True,
+                            reward_models={"click": np.full(A, 0.3)})
+    assert "cascade_dr" in set(ope.compare(*_signal(modelled), 1.0).estimator)
     logged = float(np.mean(np.sum(np.asarray(log.rewards[0]), axis=1)))
     on_policy = table[(table.target == "R0") & table.estimator.isin(["rips", "sips", "snsips"])]
     np.testing.assert_allclose(on_policy.value, logged, rtol=1e-6)     # the logger's weights are all 1

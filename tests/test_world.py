@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from simrec.missing import DEFAULT_OBSERVATION_RATE, expected_observed_count
-from simrec.world import (PAPER_OBSERVED_POSITIVES, PRESETS, World, WorldConfig, drift,
+from simrec.world import (PAPER_OBSERVED_POSITIVES, PRESETS, WorldConfig, drift,
                           make_world, quality, quality_logit, quality_pairs, sample_users,
                           user_blocks)
 

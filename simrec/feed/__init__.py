@@ -30,7 +30,7 @@ from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
                                depth_from_uniform, fit_view_model, position_model, sample_depth, view_probability)
 from simrec.feed.worlds import scenario_from_world, world_activity, world_quality
-from simrec.feed.slates import has_prefix_probability, prefix_log_probability
+from simrec.feed.slates import has_prefix_probability, next_item_mean, prefix_log_probability
 
 __all__ = [
     "Logarithmic", "Exponential", "ScrollBudget", "Tabulated", "Cascade", "ViewModel",
@@ -45,5 +45,5 @@ __all__ = [
     "OnlineValue", "ABTest", "online_value", "ab_test",
     "ClickLog", "CurveEstimate", "click_log", "randomised_top", "randomisation_curve", "regression_em",
     "harvesting_counts", "harvesting_curve", "curve_view_model",
-    "has_prefix_probability", "prefix_log_probability",
+    "has_prefix_probability", "prefix_log_probability", "next_item_mean",
 ]

@@ -15,7 +15,9 @@ is, per ranker of `simrec.feed.policies`:
 
 A prefix that repeats an item or holds an item outside the candidate set has probability 0.
 These are the propensities of the slate estimators of `simrec.ope.slate`: π(s_1:k | x) /
-π₀(s_1:k | x) is the likelihood ratio of what a user saw down to rank k. A `RandomSubset`
+π₀(s_1:k | x) is the likelihood ratio of what a user saw down to rank k. From the same pieces,
+`next_item_mean` gives the mean of per-item values (a reward model) over the policy's next item
+after a logged prefix, Σ_a π(σ_k = a | σ_1:k-1 = s_1:k-1, x) v(x, a): Cascade-DR's baseline. A `RandomSubset`
 generator has none in closed form (its candidate set is a latent draw) and is refused.
 
 The candidate sets and scores are read once per distinct context on the device; the prefixes are
@@ -24,14 +26,17 @@ then O(N·K²) host work in float64, with the Plackett–Luce denominators summe
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
 from simrec.feed.policies import (EpsilonGreedy, PlackettLuce, Policy, RandomSubset, Sort, base_ranker, item_values,
                                   num_items, sample_candidates, table_contexts)
+from simrec.feed.sampling import sort_permutation
 
-__all__ = ["has_prefix_probability", "prefix_log_probability"]
+__all__ = ["has_prefix_probability", "prefix_log_probability", "next_item_mean"]
 
 
 def has_prefix_probability(policy: Policy) -> bool:
@@ -86,45 +91,80 @@ def _repeated(items: np.ndarray) -> np.ndarray:
     return np.any((items[:, :, None] == items[:, None, :]) & earlier & (items[:, :, None] >= 0), axis=2)
 
 
-def _base_terms(ranker, candidates, scores, rows, items, positions) -> np.ndarray:
-    """log P(σ_j = s_j | σ_1:j-1 = s_1:j-1, x) of the Sort or Plackett–Luce ranker at every rank j
-    (garbage where the item is impossible or not shown; masked by the caller).  f64[N, K]."""
-    if isinstance(ranker, Sort):
-        order = np.lexsort((candidates, -scores), axis=1)[:, :items.shape[1]]         # ties: lower id
-        top = np.take_along_axis(candidates, order, axis=1)[rows]
-        return np.where(items == top, 0.0, -np.inf)
-    logits = scores / float(ranker.temperature)
-    weights = np.exp(logits - logits.max(axis=1, keepdims=True))                     # [X, C]
-    return _plackett_luce_terms(weights, rows, positions)
+class _Read(NamedTuple):
+    """What every formula here reads of a policy on logged rankings: each session's row i64[N] in the
+    distinct contexts, their candidates i64[X, C] and base-ranker scores f32[X, C], the column of
+    each logged item in its row's candidates i64[N, K] (-1: not a candidate or not shown)."""
+    rows: np.ndarray
+    candidates: np.ndarray
+    scores: jnp.ndarray
+    positions: np.ndarray
 
 
-def _plackett_luce_terms(weights: np.ndarray, rows: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """log w(s_j) − log Σ_{c not in s_1:j-1} w(c) at every rank j (f64[N, K]), without cancellation.
+def _read(policy: Policy, contexts: np.ndarray, items: np.ndarray) -> _Read:
+    distinct, rows = np.unique(contexts, return_inverse=True)
+    device_contexts = jnp.asarray(distinct, jnp.int32)
+    candidates = sample_candidates(None, policy.generator, device_contexts)
+    scores = item_values(base_ranker(policy.ranker).scores, device_contexts, candidates)
+    host_candidates = np.asarray(candidates, np.int64)
+    return _Read(rows, host_candidates, scores, _positions(host_candidates, rows, items, num_items(policy)))
 
-    The remaining weight is not the total minus the placed weight (that cancels when the placed
-    candidates hold nearly all of it) but, with candidates ranked by weight, the suffix sum from the
-    first rank t not yet placed, minus the placed candidates ranked below t: each of those weighs at
-    most w_(t), which stays in the sum, so at most K−1 terms are subtracted from a sum K times larger
-    than any of them (relative error ≲ K·2⁻⁵³)."""
+
+def _sorted_columns(read: _Read, depth: int) -> np.ndarray:
+    """Columns of the first ``depth`` candidates of each session's context in the Sort ranker's order
+    (descending score, ties by lower id: `simrec.feed.sampling.sort_permutation`, the sampler's own
+    order).  i64[N, depth]."""
+    order = np.asarray(sort_permutation(read.scores, jnp.asarray(read.candidates, jnp.int32)))[:, :depth]
+    return order.astype(np.int64)[read.rows]
+
+
+def _weights(ranker: PlackettLuce, read: _Read) -> np.ndarray:
+    """Plackett–Luce weights exp((s − max s) / T) of the candidates.  f64[X, C]."""
+    logits = np.asarray(read.scores, np.float64) / float(ranker.temperature)
+    return np.exp(logits - logits.max(axis=1, keepdims=True))
+
+
+def _remaining_sums(weights: np.ndarray, quantities: np.ndarray, read: _Read) -> np.ndarray:
+    """Σ_{c not in s_1:j-1} q(c) at every rank j, for each quantity q of the candidates ordered by
+    ``weights`` (f64[X, C]): quantities f64[Q, X, C] -> f64[Q, N, K], without cancellation.
+
+    The remaining sum is not the total minus the placed candidates (that cancels when the placed
+    ones hold nearly all of it) but, with candidates ranked by weight, the suffix sum from the first
+    rank t not yet placed, minus the placed candidates ranked below t: each of those weighs at most
+    w_(t), which stays in the sum, so for q = w at most K−1 terms are subtracted from a sum K times
+    larger than any of them (relative error ≲ K·2⁻⁵³), and for q = w·v with |v| <= V the absolute
+    error of the remaining mean Σ w·v / Σ w is ≲ K·2⁻⁵³·V."""
     n_contexts, n_candidates = weights.shape
+    rows, positions = read.rows, read.positions
     order = np.argsort(-weights, axis=1, kind="stable")                              # by weight, descending
     weight_rank = np.empty_like(order)
     np.put_along_axis(weight_rank, order, np.arange(n_candidates), axis=1)
-    by_weight = np.take_along_axis(weights, order, axis=1)
-    suffix = np.concatenate([np.cumsum(by_weight[:, ::-1], axis=1)[:, ::-1], np.zeros((n_contexts, 1))], axis=1)
+    by_weight = np.take_along_axis(quantities, np.broadcast_to(order, quantities.shape), axis=2)
+    suffix = np.concatenate([np.cumsum(by_weight[..., ::-1], axis=2)[..., ::-1],
+                             np.zeros(quantities.shape[:2] + (1,))], axis=2)          # [Q, X, C + 1]
     valid = positions >= 0
     column = np.maximum(positions, 0)
-    chosen = np.where(valid, weights[rows[:, None], column], 0.0)                   # [N, K]
+    placed = np.where(valid, quantities[:, rows[:, None], column], 0.0)              # [Q, N, K]
     ranked = np.where(valid, weight_rank[rows[:, None], column], n_candidates)       # not shown: never placed
-    terms = np.empty(positions.shape)
+    sums = np.empty(placed.shape)
     for j in range(positions.shape[1]):
         gap = np.sort(ranked[:, :j], axis=1) != np.arange(j)
         first_free = np.where(gap.any(axis=1), gap.argmax(axis=1), j) if j else np.zeros(len(rows), np.int64)
-        below = np.sum(np.where(ranked[:, :j] > first_free[:, None], chosen[:, :j], 0.0), axis=1)
-        remaining = suffix[rows, first_free] - below
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms[:, j] = np.log(chosen[:, j]) - np.log(remaining)
-    return terms
+        below = np.sum(np.where(ranked[None, :, :j] > first_free[None, :, None], placed[:, :, :j], 0.0), axis=2)
+        sums[:, :, j] = suffix[:, rows, first_free] - below
+    return sums
+
+
+def _base_terms(ranker, read: _Read, items: np.ndarray) -> np.ndarray:
+    """log P(σ_j = s_j | σ_1:j-1 = s_1:j-1, x) of the Sort or Plackett–Luce ranker at every rank j
+    (garbage where the item is impossible or not shown; masked by the caller).  f64[N, K]."""
+    if isinstance(ranker, Sort):
+        best = read.candidates[read.rows[:, None], _sorted_columns(read, items.shape[1])]
+        return np.where(items == best, 0.0, -np.inf)
+    weights = _weights(ranker, read)
+    chosen = np.where(read.positions >= 0, weights[read.rows[:, None], np.maximum(read.positions, 0)], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(chosen) - np.log(_remaining_sums(weights, weights[None], read)[0])
 
 
 def prefix_log_probability(policy: Policy, contexts, items) -> jnp.ndarray:
@@ -140,15 +180,15 @@ def prefix_log_probability(policy: Policy, contexts, items) -> jnp.ndarray:
     n, k = items.shape
     if n == 0:
         return jnp.zeros((0, k), jnp.float32)
-    distinct, rows = np.unique(contexts, return_inverse=True)
-    device_contexts = jnp.asarray(distinct, jnp.int32)
-    candidates = sample_candidates(None, policy.generator, device_contexts)
-    ranker = base_ranker(policy.ranker)
-    scores = np.asarray(item_values(ranker.scores, device_contexts, candidates), np.float64)
-    candidates = np.asarray(candidates, np.int64)
-    positions = _positions(candidates, rows, items, num_items(policy))
+    return jnp.asarray(_log_prefixes(policy, _read(policy, contexts, items), items)[-1], jnp.float32)
+
+
+def _log_prefixes(policy: Policy, read: _Read, items: np.ndarray) -> tuple[np.ndarray, ...]:
+    """log π(s_1:k | x) (`prefix_log_probability`, f64[N, K]) of the base ranker, and for ε-greedy
+    also of the policy itself: (base,) or (base, policy)."""
+    n, k = items.shape
     shown = items >= 0
-    possible = (positions >= 0) & ~_repeated(items)
+    possible = (read.positions >= 0) & ~_repeated(items)
 
     def prefix(terms):
         """Cumulative log-probability: -inf once a shown item is impossible, carried past the prefix
@@ -157,10 +197,81 @@ def prefix_log_probability(policy: Policy, contexts, items) -> jnp.ndarray:
         return np.cumsum(np.where(shown, terms, 0.0), axis=1)
 
     with np.errstate(invalid="ignore"):
-        base = prefix(_base_terms(ranker, candidates, scores, rows, items, positions))
+        base = prefix(_base_terms(base_ranker(policy.ranker), read, items))
+        if not isinstance(policy.ranker, EpsilonGreedy):
+            return (base,)
+        epsilon = float(policy.ranker.epsilon)
+        remaining = read.candidates.shape[1] - np.arange(k, dtype=np.float64)
+        uniform = prefix(np.broadcast_to(-np.log(remaining), (n, k)))
+        with np.errstate(divide="ignore"):
+            return base, np.logaddexp(np.log1p(-epsilon) + base, np.log(epsilon) + uniform)
+
+
+def _candidate_values(values, read: _Read, n_items: int) -> np.ndarray:
+    """values f[A] per item or f[X, A] per distinct context, at each context's candidates.  f64[X, C]."""
+    values = np.asarray(values, np.float64)
+    n_contexts = read.candidates.shape[0]
+    if values.ndim == 1:
+        values = values[None, :]
+    if values.ndim != 2 or values.shape[1] != n_items or values.shape[0] not in (1, n_contexts):
+        raise ValueError(f"values must be f[{n_items}] per item or f[{n_contexts}, {n_items}] per distinct context "
+                         f"of contexts (np.unique order), got shape {list(np.shape(values))}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("values must be finite (no NaN or inf)")
+    return np.take_along_axis(np.broadcast_to(values, (n_contexts, n_items)), read.candidates, axis=1)
+
+
+def _base_next_mean(ranker, read: _Read, items: np.ndarray, candidate_values: np.ndarray) -> np.ndarray:
+    """Σ_a P(σ_j = a | σ_1:j-1 = s_1:j-1, x) v(a) of the Sort or Plackett–Luce ranker at every rank j.
+    f64[N, K]."""
+    n, k = items.shape
+    if isinstance(ranker, Sort):                 # the best candidate not yet shown: among the first j + 1
+        columns = _sorted_columns(read, k)
+        best = read.candidates[read.rows[:, None], columns]
+        value_of = np.zeros((n, k))
+        for j in range(k):
+            free = ~np.any(best[:, :j + 1, None] == items[:, None, :j], axis=2)    # [N, j + 1]
+            first = np.take_along_axis(columns, free.argmax(axis=1)[:, None], axis=1)[:, 0]
+            value_of[:, j] = candidate_values[read.rows, first]
+        return value_of
+    weights = _weights(ranker, read)
+    weight, weighted_value = _remaining_sums(weights, np.stack([weights, weights * candidate_values]), read)
+    return weighted_value / weight
+
+
+def next_item_mean(policy: Policy, contexts, items, values) -> jnp.ndarray:
+    """The mean of per-item values over the policy's choice at each rank after the logged prefix:
+
+        v̄_k(x, s_1:k-1) = Σ_a π(σ_k = a | σ_1:k-1 = s_1:k-1, x) · v(x, a),   k = 1, 2, ...
+
+    (the baseline of Cascade-DR, `simrec.ope.trajectory_cascade_dr`, for a reward model v). Per ranker:
+    Sort gives v of the best candidate not in s_1:k-1; Plackett–Luce Σ_free w·v / Σ_free w over the
+    candidates not in s_1:k-1 (`_remaining_sums`, no cancellation); ε-greedy the mixture
+    α_k v̄_base + (1 − α_k) mean_free v with the posterior weight of its base ranker given the prefix,
+    α_k = (1 − ε) π_base(s_1:k-1 | x) / π(s_1:k-1 | x) (1 − ε where π cannot show the prefix).
+
+    contexts: i32[N]; items: i32[N, K] as `prefix_log_probability`; values: f[A] per item, or
+    f[X, A] per distinct context of ``contexts`` in increasing id order (np.unique(contexts)).
+    Returns f32[N, K]: v̄_k wherever s_1:k-1 is logged, 0 from two ranks past the logged prefix.
+    Where the policy cannot show s_1:k-1, its rule applied to the candidates left (finite; an
+    importance weight of 0 multiplies it). O(N·K²) host work in float64.
+    """
+    contexts, items = _checked(policy, contexts, items)
+    n, k = items.shape
+    if n == 0:
+        return jnp.zeros((0, k), jnp.float32)
+    read = _read(policy, contexts, items)
+    candidate_values = _candidate_values(values, read, num_items(policy))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = _base_next_mean(base_ranker(policy.ranker), read, items, candidate_values)
         if isinstance(policy.ranker, EpsilonGreedy):
             epsilon = float(policy.ranker.epsilon)
-            uniform = prefix(np.broadcast_to(-np.log(candidates.shape[1] - np.arange(k, dtype=np.float64)), (n, k)))
-            with np.errstate(divide="ignore"):
-                base = np.logaddexp(np.log1p(-epsilon) + base, np.log(epsilon) + uniform)
-    return jnp.asarray(base, jnp.float32)
+            count, total = _remaining_sums(np.ones(candidate_values.shape),
+                                           np.stack([np.ones(candidate_values.shape), candidate_values]), read)
+            base, mixed = _log_prefixes(policy, read, items)
+            posterior = np.exp(np.log1p(-epsilon) + base - mixed)                        # after s_1:k
+            posterior = np.where(np.isfinite(mixed), posterior, 1.0 - epsilon)
+            prior = np.concatenate([np.full((n, 1), 1.0 - epsilon), posterior[:, :-1]], axis=1)
+            mean = prior * mean + (1.0 - prior) * total / count
+    logged = np.concatenate([np.ones((n, 1), bool), items[:, :-1] >= 0], axis=1)       # s_1:k-1 logged
+    return jnp.asarray(np.where(logged & np.isfinite(mean), mean, 0.0), jnp.float32)

@@ -47,7 +47,8 @@ from simrec.feed.policies import table_values
 __all__ = [
     "Estimate", "trajectory_dcg", "dcg_sweep", "ideal_dcg", "trajectory_ndcg", "post_normalised_dcg",
     "self_normalised_dcg", "mean_estimate", "support_loss", "off_policy_estimate",
-    "direct_method", "trajectory_dr", "dr_sweep", "doubly_robust_estimate", "logged_exposures", "clip_values",
+    "direct_method", "click_rate_model", "trajectory_dr", "dr_sweep", "doubly_robust_estimate", "logged_exposures",
+    "clip_values",
 ]
 
 IDEALS = ("same discount", "all viewed")
@@ -438,6 +439,30 @@ def direct_method(reward_table, target_table) -> jax.Array:
                          f"{reward_table.shape} and {target_table.shape}")
     validate.exposures("target_table", target_table)
     return jnp.sum(reward_table * target_table, axis=1)
+
+
+def click_rate_model(log: Log, num_items: int, signal: int | str = 0, *, prior_views: float = 0.0) -> np.ndarray:
+    """A reward model q̂(a) = (c_a + n₀ r̄) / (v_a + n₀) for DR and Cascade-DR: item a's label total
+    c_a per view v_a in the log, shrunk towards the log's overall rate r̄ = Σc / Σv by n₀ =
+    ``prior_views`` pseudo-views (under the examination hypothesis E[C | V = 1] = q). Items never
+    viewed get r̄ (0 on a log without views).
+
+    log: a `simrec.feed.Log`; num_items: the catalogue size A; signal: a name or index of
+    ``log.signals``. Returns f64[A] (pass it as ``reward_models`` of `simrec.ope.from_log`)."""
+    validate.integer("num_items", num_items, low=1)
+    index = _signal_index(log, signal)
+    if not np.isfinite(prior_views) or prior_views < 0:
+        raise ValueError(f"prior_views must be a finite number >= 0 of pseudo-views, got {prior_views}")
+    viewed = np.asarray(log.viewed)
+    items = np.asarray(log.items)[viewed]
+    if items.size and items.max() >= num_items:
+        raise ValueError(f"the log shows item {items.max()} but num_items = {num_items}; pass the catalogue size")
+    labels = np.asarray(log.rewards[index])[viewed].astype(np.float64)
+    views = np.bincount(items, minlength=num_items).astype(np.float64)
+    totals = np.bincount(items, weights=labels, minlength=num_items)
+    rate = totals.sum() / max(views.sum(), 1.0)
+    with np.errstate(invalid="ignore"):
+        return np.where(views + prior_views > 0, (totals + prior_views * rate) / (views + prior_views), rate)
 
 
 def trajectory_dr(rewards, logging_exposure, target_exposure, viewed, predicted, direct, m=np.inf) -> jax.Array:

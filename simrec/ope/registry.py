@@ -5,14 +5,19 @@ An estimator is one function with its formula and reference in its docstring (`s
 `simrec.ope.slate`) plus one `Estimator` entry here (`register`): its name, a label for tables,
 what it needs beyond the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and
 `Target.direct` for a reward model, `LoggedData.logging_prefix` and `Target.prefix` for the slate
-estimators), the assumption under which it is unbiased, and a ``contributions`` function that
-turns (data, target, m) into per-trajectory contributions:
+estimators, and `Target.cascade_baseline` too for Cascade-DR), the assumption under which it is
+unbiased, and a ``contributions`` function that turns (data, target, m) into per-trajectory
+contributions:
 
-* a *mean* estimator (DCG, nDCG, DR, RIPS, SIPS) gives its per-trajectory values f_τ(m), f64[M, N]:
+* a *mean* estimator (DCG, nDCG, DR, RIPS, SIPS, Cascade-DR) gives its per-trajectory values f_τ(m), f64[M, N]:
   estimate = mean_τ f_τ (NaN values, e.g. nDCG of a session without an ideal, are skipped);
 * a *ratio* estimator (pnDCG, SN-DCG, SN-SIPS) gives a numerator a_τ, a denominator b_τ and a scale s:
   estimate = s · mean a / mean b, with the delta-method standard error of the influence values
-  φ_τ = s · (a_τ − r b_τ) / b̄, r = ā / b̄.
+  φ_τ = s · (a_τ − r b_τ) / b̄, r = ā / b̄;
+* a *control-variate* estimator (β-DCG, β-SIPS) gives its values f_τ and a control g_τ of mean 0
+  under its assumption: estimate = mean (f_τ − β̂ g_τ) with the variance-optimal β̂ = Cov̂(f, g) /
+  Var̂(g) (β-IPS, `simrec.ope.baseline`); its difference against a baseline target uses the
+  pair's own β̂ on f_τ − f_τ(π_b) and g_τ − g_τ(π_b) (Δβ-IPS of Jeunen & Ustimenko, RecSys'24).
 
 `compare` summarises them: each (estimator, target, m) gets its value and standard error and,
 against a baseline target (usually the logger itself: its exposures are the logged ones), the
@@ -33,7 +38,8 @@ import numpy as np
 from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
                             trajectory_dr, trajectory_ndcg)
-from simrec.ope.slate import ranking_weight, trajectory_rips, trajectory_sips
+from simrec.ope.baseline import optimal_baseline
+from simrec.ope.slate import ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
            "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict"]
@@ -62,27 +68,40 @@ class LoggedData:
 class Target:
     """A target policy on the log: exposure f32[N, K], its ε of the logged items; direct f[N]: the
     reward model's value of the target per trajectory (`simrec.ope.direct_method`), or None;
-    prefix f32[N, K]: log π(s_1:k | x) of the logged ranking's prefixes under the target, or None."""
+    prefix f32[N, K]: log π(s_1:k | x) of the logged ranking's prefixes under the target, or None;
+    cascade_baseline f32[N, K]: the reward model's mean over the target's item at rank k after the
+    logged prefix, Σ_a π(a | x, s_1:k-1) q̂(x, a) (`simrec.feed.next_item_mean`; Cascade-DR), or None."""
     exposure: Any
     direct: Any = None
     prefix: Any = None
+    cascade_baseline: Any = None
 
 
 class Contribution(NamedTuple):
     """Per-trajectory contributions f64[M, N] of an estimator (module docstring): a mean estimator
-    sets only ``numerator``; a ratio estimator also ``denominator`` and ``scale``."""
+    sets only ``numerator``; a ratio estimator also ``denominator`` and ``scale``; a control-variate
+    estimator ``numerator`` and ``control``."""
     numerator: np.ndarray
     denominator: np.ndarray | None = None
     scale: float = 1.0
+    control: np.ndarray | None = None
+
+    def at(self, m=slice(None), rows=slice(None)) -> "Contribution":
+        """The contributions at the clipping values ``m`` (an index, slice or mask of the M rows) and
+        the trajectories ``rows`` (of the N columns), the scale kept."""
+        def pick(a):
+            return None if a is None else a[m][..., rows]
+        return Contribution(pick(self.numerator), pick(self.denominator), self.scale, pick(self.control))
 
 
 @dataclass(frozen=True)
 class Estimator:
     """A registered estimator (module docstring). needs: the optional inputs it reads, among
-    "discount", "predicted", "logging_prefix" (`LoggedData`) and "direct", "prefix" (`Target`).
-    online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its difference between
-    two policies estimates their online difference; False for a normalised metric (nDCG, pnDCG),
-    whose difference is on another scale."""
+    "discount", "predicted", "logging_prefix" (`LoggedData`) and "direct", "prefix", "cascade_baseline"
+    (`Target`).
+    online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its
+    difference between two policies estimates their online difference; False for a normalised metric
+    (nDCG, pnDCG), whose difference is on another scale."""
     name: str
     label: str
     contributions: Callable[..., Contribution]
@@ -98,7 +117,7 @@ class Estimator:
 
 
 _DATA_INPUTS = ("discount", "predicted", "logging_prefix")      # optional inputs of LoggedData
-_TARGET_INPUTS = ("direct", "prefix")                           # optional inputs of Target
+_TARGET_INPUTS = ("direct", "prefix", "cascade_baseline")       # optional inputs of Target
 
 
 #: every registered estimator by name, in registration order
@@ -140,8 +159,8 @@ class OnLog:
     rows: np.ndarray
 
 
-def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward_models: Mapping[str, Any] | None = None,
-             slates: bool = False) -> OnLog:
+def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
+             reward_models: Mapping[str, Any] | None = None, slates: bool = False) -> OnLog:
     """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
     exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
     its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
@@ -149,7 +168,9 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward
     f[B, A] per distinct context}), the predictions at the logged items and each target's direct
     term Σ_a ε(x, a) q̂(x, a) (`direct_method`), so that DR applies. With ``slates``, also every
     policy's log-probabilities of the logged rankings' prefixes (`simrec.feed.prefix_log_probability`;
-    policies on deterministic generators), so that the slate estimators (RIPS, SIPS) apply."""
+    policies on deterministic generators), so that the slate estimators (RIPS, SIPS) apply, and with
+    a reward model too each policy's mean of q̂ at every rank after the logged prefix
+    (`simrec.feed.next_item_mean`), so that Cascade-DR applies."""
     names = list(policies)
     if not names:
         raise ValueError("policies must hold the logger first, then the targets")
@@ -167,15 +188,19 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *, reward
     data, targets = {}, {}
     for s, signal in enumerate(log.signals):
         model = None if reward_models is None else reward_models.get(signal)
-        predicted, direct = None, {name: None for name in names}
+        predicted, direct, baselines = None, dict.fromkeys(names), dict.fromkeys(names)
         if model is not None:
             model = np.asarray(model)
             per_context = model if model.ndim == 2 else np.broadcast_to(model, np.shape(tables[names[0]]))
             predicted = np.asarray(per_context[rows[:, None], items], np.float32)
             direct = {name: np.asarray(direct_method(per_context, tables[name]))[rows] for name in names}
+            if slates:
+                baselines = {name: feed.next_item_mean(policy, np.asarray(log.users), np.asarray(log.items),
+                                                       per_context) for name, policy in policies.items()}
         data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted,
                                   prefixes[names[0]])
-        targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name]) for name in names}
+        targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name], baselines[name])
+                           for name in names}
     return OnLog(data, targets, tables, np.asarray(rows))
 
 
@@ -215,13 +240,27 @@ def _pndcg(data, target, m, options, cache) -> Contribution:
                         _f64(_ideal(data, m, "same discount", cache)))
 
 
+def _weighted_views(data, target, m, cache) -> np.ndarray:
+    """Σ_{k viewed} min(m, ε/ε₀) per trajectory (DCG of all-ones labels), once per target.  f64[M, N]."""
+    key = ("views", id(target))
+    if key not in cache:
+        ones = np.ones(np.shape(data.viewed), np.float32)
+        cache[key] = _f64(trajectory_dcg(ones, data.logging_exposure, target.exposure, data.viewed, m))
+    return cache[key]
+
+
 def _sndcg(data, target, m, options, cache) -> Contribution:
-    ones = np.ones(np.shape(data.viewed), np.float32)
-    views = _f64(trajectory_dcg(ones, data.logging_exposure, target.exposure, data.viewed, m))
+    views = _weighted_views(data, target, m, cache)
     target_views = options.get("target_views")
     if target_views is None:
         target_views = float(np.mean(np.sum(np.asarray(data.viewed), axis=1)))
     return Contribution(_dcg(data, target, m, options, cache).numerator, views, float(target_views))
+
+
+def _dcg_beta(data, target, m, options, cache) -> Contribution:
+    expected_views = float(np.sum(np.asarray(data.discount, np.float64)))            # Σ_k S(k)
+    return Contribution(_dcg(data, target, m, options, cache).numerator,
+                        control=_weighted_views(data, target, m, cache) - expected_views)
 
 
 def _dr(data, target, m, options, cache) -> Contribution:
@@ -240,9 +279,25 @@ def _sips(data, target, m, options, cache) -> Contribution:
     return Contribution(cache[key])
 
 
+def _ranking_weights(data, target, m, cache) -> np.ndarray:
+    key = ("ranking weight", id(target))
+    if key not in cache:
+        cache[key] = _f64(ranking_weight(data.viewed, data.logging_prefix, target.prefix, m))
+    return cache[key]
+
+
 def _snsips(data, target, m, options, cache) -> Contribution:
+    return Contribution(_sips(data, target, m, options, cache).numerator, _ranking_weights(data, target, m, cache))
+
+
+def _sips_beta(data, target, m, options, cache) -> Contribution:
     return Contribution(_sips(data, target, m, options, cache).numerator,
-                        _f64(ranking_weight(data.viewed, data.logging_prefix, target.prefix, m)))
+                        control=_ranking_weights(data, target, m, cache) - 1.0)
+
+
+def _cascade_dr(data, target, m, options, cache) -> Contribution:
+    return Contribution(_f64(trajectory_cascade_dr(data.rewards, data.viewed, data.logging_prefix, target.prefix,
+                                                   data.predicted, target.cascade_baseline, m)))
 
 
 _PBM = ("Asm. 1–5 of Jeunen et al. KDD'24: position-based examination, rewards independent of the other items "
@@ -261,6 +316,11 @@ register(Estimator("pndcg", "pnDCG (post-normalised)", _pndcg, frozenset({"disco
 register(Estimator("sndcg", "SN-DCG (self-normalised)", _sndcg,
                    assumption="as DCG; consistent, with a bias of order 1/N (Swaminathan & Joachims, NeurIPS'15)",
                    reference="Swaminathan & Joachims, NeurIPS'15"))
+register(Estimator("dcg_beta", "β-DCG (optimal baseline)", _dcg_beta, frozenset({"discount"}),
+                   assumption="as DCG, for a target that shows K items (its expected views Σ_k S(k) are the "
+                              "control's mean at m = ∞); the estimated β adds a bias of order 1/N",
+                   reference="Gupta, Jeunen et al. RecSys'24 (β-IPS); differences: Jeunen & Ustimenko RecSys'24 "
+                             "(Δβ-IPS)"))
 register(Estimator("dr", "DR-DCG (doubly robust)", _dr, frozenset({"predicted", "direct"}),
                    assumption="as DCG for any reward model at m = ∞; a good reward model lowers the variance",
                    reference="Dudík, Langford & Li, ICML'11; Kiyohara et al., WSDM'22"))
@@ -278,6 +338,15 @@ register(Estimator("sips", "SIPS (slate IPS)", _sips, _SLATE,
 register(Estimator("snsips", "SN-SIPS (self-normalised)", _snsips, _SLATE,
                    assumption="as SIPS; consistent, with a bias of order 1/N (Swaminathan & Joachims, NeurIPS'15)",
                    reference="Swaminathan & Joachims, NeurIPS'15"))
+register(Estimator("sips_beta", "β-SIPS (optimal baseline)", _sips_beta, _SLATE,
+                   assumption="as SIPS (the weight of the logged trajectory then has mean 1 at m = ∞); the "
+                              "estimated β adds a bias of order 1/N",
+                   reference="Gupta, Jeunen et al. RecSys'24 (β-IPS); differences: Jeunen & Ustimenko RecSys'24 "
+                             "(Δβ-IPS)"))
+register(Estimator("cascade_dr", "Cascade-DR", _cascade_dr, _SLATE | {"predicted", "cascade_baseline"},
+                   assumption="as RIPS (whether rank k is viewed may depend on the items above it, not on the item "
+                              "at k), for any reward model at m = ∞; a good reward model lowers the variance",
+                   reference="Kiyohara et al. WSDM'22 Eq. 6, with the Q-function of rank k alone"))
 
 
 # ---- summaries -------------------------------------------------------------------------------------
@@ -329,9 +398,12 @@ def summarise(parts: Mapping[tuple[str, str], Contribution], m, *, baseline: str
         row = {"difference": nan, "se": nan, "low": nan, "high": nan, "p": nan}
         base = parts.get((name, baseline)) if baseline is not None and target != baseline else None
         if c.denominator is None:
-            value, _, _, value_se = stats.mean_ci(c.numerator, confidence, nan_policy="omit")
+            values = c.numerator if c.control is None else optimal_baseline(c.numerator, c.control)[1]
+            value, _, _, value_se = stats.mean_ci(values, confidence, nan_policy="omit")
             if base is not None:
                 delta = c.numerator - base.numerator
+                if c.control is not None:                                   # the pair's own baseline
+                    delta = optimal_baseline(delta, c.control - base.control)[1]
                 mean, low, high, se = stats.mean_ci(delta, confidence, nan_policy="omit")
                 row = {"difference": mean, "se": se, "low": low, "high": high,
                        "p": stats.one_sided_p(delta, nan_policy="omit")}
@@ -402,5 +474,4 @@ def restrict(parts: Mapping[tuple[str, str], Contribution], rows) -> dict[tuple[
         raise ValueError(f"rows must be a bool[{n}] mask or 1-D integer indices in [0, {n})")
     if (not rows.any()) if rows.dtype == np.bool_ else rows.size == 0:
         raise ValueError("rows selects no trajectory")
-    return {key: Contribution(c.numerator[..., rows], None if c.denominator is None else c.denominator[..., rows],
-                              c.scale) for key, c in parts.items()}
+    return {key: c.at(rows=rows) for key, c in parts.items()}

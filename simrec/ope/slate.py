@@ -23,7 +23,19 @@ of the logged prefix:
   its last viewed rank depends on the items shown up to there only, at the price of the variance
   of the whole prefix's weight.
 
-Both need the logger to give every prefix the target can show a positive probability. The
+* Cascade-DR (Kiyohara et al., WSDM'22, Eq. 6) with a reward model q̂(x, a) of the label of a
+  viewed item, q̂_τ,k = q̂(x_τ, s_k) at the logged item and its mean under the target after the
+  logged prefix, q̄_τ,k = Σ_a π(a | x_τ, s_1:k-1) q̂(x_τ, a) (`simrec.feed.next_item_mean`):
+
+      CDR_τ(m) = Σ_{k viewed} [ min(m, w_τ,k) (c_τ,k − q̂_τ,k) + min(m, w_τ,k-1) q̄_τ,k ],   w_τ,0 = 1,
+
+  unbiased at m = ∞ for any q̂ under RIPS's assumption: given what happened above rank k, the
+  logged s_k is π₀'s draw after s_1:k-1, so the first term corrects the second's model to the
+  target's expected label at k. Its Q-function is q̂ of rank k alone; the paper's recursive Q̂_k
+  adds the target's expected later rewards, which telescope only when every logged rank is viewed
+  (no position-based skips). A q̂ close to the truth shrinks the variance below RIPS's.
+
+All need the logger to give every prefix the target can show a positive probability. The
 weights are computed in float32 from the log-probabilities; a weight beyond float32's range at
 m = ∞ is an error (use a finite m).
 """
@@ -35,7 +47,7 @@ import numpy as np
 
 from simrec.ope.dcg import clip_values
 
-__all__ = ["trajectory_rips", "trajectory_sips", "prefix_weights", "ranking_weight"]
+__all__ = ["trajectory_rips", "trajectory_sips", "trajectory_cascade_dr", "prefix_weights", "ranking_weight"]
 
 
 def _checked(rewards, viewed, logging_prefix, target_prefix):
@@ -142,4 +154,45 @@ def trajectory_sips(rewards, viewed, logging_prefix, target_prefix, m=np.inf) ->
     `trajectory_rips`."""
     m_vec, scalar = clip_values(m)
     values = _finite(_sips(*_checked(rewards, viewed, logging_prefix, target_prefix), m_vec), "SIPS")
+    return values[0] if scalar else values
+
+
+@jax.jit
+def _cascade_dr(rewards, viewed, logging_prefix, target_prefix, predicted, baseline, m):
+    """CDR_τ(m) for every m.  f32[M, N]."""
+    weights = _weights(viewed, logging_prefix, target_prefix)                       # w_τ,k at viewed ranks
+    before = jnp.concatenate([jnp.ones_like(weights[:, :1]), jnp.exp(target_prefix - logging_prefix)[:, :-1]],
+                             axis=1)                                                 # w_τ,k-1; w_τ,0 = 1
+    before = jnp.where(viewed, before, 0.0).T                                       # [K, N]
+    weights, residual = weights.T, jnp.where(viewed, rewards - predicted, 0.0).T
+    baseline = jnp.where(viewed, baseline, 0.0).T
+
+    def add_rank(k, total):
+        correction = jnp.where(residual[k] != 0, residual[k] * jnp.minimum(m[:, None], weights[k]), 0.0)
+        return total + correction + jnp.where(baseline[k] != 0, baseline[k] * jnp.minimum(m[:, None], before[k]), 0.0)
+
+    return jax.lax.fori_loop(0, weights.shape[0], add_rank, jnp.zeros((m.shape[0], weights.shape[1])))
+
+
+def trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, predicted, baseline,
+                          m=np.inf) -> jax.Array:
+    """Per-trajectory Cascade-DR (module docstring):
+    CDR_τ(m) = Σ_{k viewed} [ min(m, w_τ,k) (c_τ,k − q̂_τ,k) + min(m, w_τ,k-1) q̄_τ,k ].
+
+    predicted: f32[N, K] q̂ of the logged items (a reward model of the label of a viewed item);
+    baseline: f32[N, K] its mean q̄ under the target at each rank after the logged prefix
+    (`simrec.feed.next_item_mean(target, contexts, items, q̂)`). Other arguments and returns as
+    `trajectory_rips`."""
+    m_vec, scalar = clip_values(m)
+    arrays = _checked(rewards, viewed, logging_prefix, target_prefix)
+    models = []
+    for name, model in (("predicted", predicted), ("baseline", baseline)):
+        if np.shape(model) != np.shape(viewed):
+            raise ValueError(f"{name} must have the rewards' shape [N, K] = {list(np.shape(viewed))}, "
+                             f"got {list(np.shape(model))}")
+        model = np.asarray(model, np.float32)
+        if not np.all(np.isfinite(model)):
+            raise ValueError(f"{name} must be finite (no NaN or inf): a reward model's predictions")
+        models.append(jnp.asarray(model))
+    values = _finite(_cascade_dr(*arrays, *models, m_vec), "Cascade-DR")
     return values[0] if scalar else values

@@ -18,17 +18,23 @@ clicks item a with probability q(x, a) under one of three behaviours:
   `interaction` (the reward depends on the items above).
 
 The target is deterministic, so its online value is exact under every behaviour
-(`simrec.feed.online_value`). Each estimator registered in `simrec.ope` that estimates the online
-value (`Estimator.online_scale`) and whose inputs a feed log provides is scored: DCG (clipped IPS =
-IIPS), SN-DCG, DR-DCG, RIPS, SIPS and SN-SIPS, each at every m in `m` (m = ∞: unclipped). DR's
-reward model q̂(a) is each item's click rate per view on a separate pilot log of the logger
-(`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views. A cell is (behaviour,
-catalogue, logger, exploration level): it draws `replications` independent logs of max(`sessions`) sessions and
-scores the first N sessions of each for every N in `sessions` (nested log sizes: one learning
-curve per replication).
+(`simrec.feed.online_value`); so is that of its *rival*, a second deterministic target sorting by a
+noisier score (sd `rival_noise`), and the pair's difference. Each estimator registered in
+`simrec.ope` that estimates the online value (`Estimator.online_scale`) and whose inputs a feed log
+provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, RIPS, SIPS, SN-SIPS, β-SIPS
+and Cascade-DR, each at every m in `m` (m = ∞: unclipped). The reward model q̂(a) of DR and
+Cascade-DR is each item's click rate per view on a separate pilot log of the logger
+(`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views
+(`ope.click_rate_model`). A cell is (behaviour, catalogue, logger, exploration level): it draws
+`replications` independent logs of max(`sessions`) sessions and scores the first N sessions of
+each for every N in `sessions` (nested log sizes: one learning curve per replication).
 
 Scores per (setting, estimator, m) over the replications: bias, standard deviation and relative
-MSE = mean (estimate − truth)² / truth², with its standard error; the winner of a setting is the
+MSE = mean (estimate − truth)² / truth², with its standard error, of the target's value and of the
+target − rival difference on the same log (`ope.summarise` against the rival: the paired
+difference, or Δβ-IPS for the estimators with an optimal baseline); and the sign test on that
+difference at `confidence` (normal interval): power = the share of logs whose interval excludes 0
+on the true side, wrong sign = on the other side; the winner of a setting is the
 estimator (at its m) with the smallest MSE when its squared errors are below every other's beyond
 2 standard errors of the paired differences (the report kit's verdict rule), else a tie among those
 not separated from it. A self-normalised estimator is undefined on a log where no logged ranking
@@ -63,6 +69,8 @@ class ArenaConfig:
     interaction: float = 0.5                          # click-stop probability / satiation β
     logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit
     target_noise: float = 0.3                         # sd of the target's score noise
+    rival_noise: float = 1.0                          # sd of the rival target's score noise (the pair)
+    confidence: float = 0.99                          # level of the sign test on the pair's difference
     dim: int = 4                                      # latent dimension d of the world
     offset: float = -2.0                              # logit offset (sets the click rates)
     pilot_sessions: int = 10_000                      # DR reward model: the pilot log's sessions
@@ -98,11 +106,12 @@ class ArenaConfig:
             raise ConfigError(f"feed_length = {self.feed_length} exceeds the smallest catalogue {min(self.catalogues)}")
         checked(validate.probability, "view_decay", self.view_decay, low_open=True)
         checked(validate.probability, "interaction", self.interaction)
-        for name in ("logger_noise", "target_noise", "prior_views"):
+        for name in ("logger_noise", "target_noise", "rival_noise", "prior_views"):
             checked(validate.finite, name, getattr(self, name), low=0.0)
         checked(validate.integer, "dim", self.dim, low=1)
         checked(validate.finite, "offset", self.offset)
         checked(validate.integer, "pilot_sessions", self.pilot_sessions, low=1)
+        checked(validate.probability, "confidence", self.confidence, low_open=True, high_open=True)
 
 
 PRESETS = {
@@ -124,17 +133,20 @@ COLUMNS = {
     "m": float,             # clipping value (NaN for the truth)
     "value": float,         # the estimate of the target's online reward per session (or the truth); NaN where
                             # a self-normalised estimator is undefined (no logged ranking the target shows)
+    "difference": float,    # the estimate of target − rival on the same log (or the truth); NaN as value
+    "difference_se": float,  # its standard error (NaN for the truth)
 }
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
-from simrec_studies.arena.compute import cells, compute, estimate, estimators, setup, world  # noqa: E402,F401
-from simrec_studies.arena.report import errors, report, winners  # noqa: E402,F401
+from simrec_studies.arena.compute import Estimates, cells, compute, estimate, estimators, setup, world  # noqa: E402,F401
+from simrec_studies.arena.report import differences, errors, report, winners  # noqa: E402,F401
 
 STUDY = Study(
     name="arena",
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
-                "SN-DCG, DR, RIPS, SIPS, SN-SIPS) scored against the exact truth by relative MSE, per user "
+                "SN-DCG, β-DCG, DR, RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR) scored against the exact truth by "
+                "relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
                 "behaviour (position-based, click-stops, satiation), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 30, "default": 225, "paper": 3600})
+    expected_seconds={"smoke": 45, "default": 300, "paper": 3600})

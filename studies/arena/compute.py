@@ -1,9 +1,10 @@
-"""The arena's cells (`simrec_studies.arena`): the worlds, the exact truth of the target, and every
-estimator's value on nested log sizes of independent logs."""
+"""The arena's cells (`simrec_studies.arena`): the worlds, the exact truth of the target and of its
+rival, and every estimator's value of the target and difference to the rival on nested log sizes
+of independent logs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +16,7 @@ from simrec.runner import cell_key, shared_key
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
-__all__ = ["cells", "Shared", "setup", "world", "estimators", "estimate", "compute"]
+__all__ = ["cells", "Shared", "setup", "world", "estimators", "Estimates", "estimate", "compute"]
 
 SIGNAL = "click"
 
@@ -38,10 +39,11 @@ def logging_ranker(kind: str, level: float, scores: np.ndarray):
 
 @dataclass(frozen=True, eq=False)
 class World:
-    """Click probabilities q f32[X, A] and the logger's and target's scores f32[X, A]."""
+    """Click probabilities q f32[X, A] and the logger's, the target's and its rival's scores f32[X, A]."""
     quality: np.ndarray
     logger_scores: np.ndarray
     target_scores: np.ndarray
+    rival_scores: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,14 +54,18 @@ class Shared:
 
 def world(key, config: ArenaConfig, n_items: int) -> World:
     """q(x, a) = sigmoid(⟨u_x, v_a⟩/√d + b_a + offset) with u, v, b standard normal; the scores are
-    the true logit plus normal noise of sd `logger_noise` / `target_noise`."""
+    the true logit plus normal noise of sd `logger_noise` / `target_noise` / `rival_noise` (the
+    rival's noise from fold_in(key, 5))."""
     k_user, k_item, k_bias, k_logger, k_target = jax.random.split(key, 5)
     shape = (config.contexts, n_items)
-    logit = (jax.random.normal(k_user, (config.contexts, config.dim)) @ jax.random.normal(k_item, (n_items, config.dim)).T
-             / np.sqrt(config.dim) + jax.random.normal(k_bias, (n_items,)) + config.offset)
+    users = jax.random.normal(k_user, (config.contexts, config.dim))
+    items = jax.random.normal(k_item, (n_items, config.dim))
+    logit = (users @ items.T / np.sqrt(config.dim) + jax.random.normal(k_bias, (n_items,)) + config.offset)
     return World(np.asarray(jax.nn.sigmoid(logit), np.float32),
                  np.asarray(logit + config.logger_noise * jax.random.normal(k_logger, shape), np.float32),
-                 np.asarray(logit + config.target_noise * jax.random.normal(k_target, shape), np.float32))
+                 np.asarray(logit + config.target_noise * jax.random.normal(k_target, shape), np.float32),
+                 np.asarray(logit + config.rival_noise * jax.random.normal(jax.random.fold_in(key, 5), shape),
+                            np.float32))
 
 
 def setup(key, config: ArenaConfig) -> Shared:
@@ -81,35 +87,36 @@ def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
     return [e.name for e in ope.lookup("all") if e.online_scale and e.available(data, targets)]
 
 
-def _reward_model(log: feed.Log, n_items: int, prior_views: float) -> np.ndarray:
-    """q̂(a): clicks per view of each item on the log, shrunk to the overall rate by prior_views
-    pseudo-views.  f32[A]."""
-    viewed = np.asarray(log.viewed)
-    items = np.asarray(log.items)[viewed]
-    clicks = np.asarray(log.rewards[0])[viewed].astype(np.float64)
-    views = np.bincount(items, minlength=n_items)
-    rate = clicks.sum() / max(len(clicks), 1)
-    return ((np.bincount(items, weights=clicks, minlength=n_items) + prior_views * rate)
-            / (views + prior_views)).astype(np.float32)
+class Estimates(NamedTuple):
+    """One estimator on a set of trajectories, f64[M] each: its value of the target, and the paired
+    difference target − rival with its standard error (`ope.summarise` against the rival)."""
+    value: np.ndarray
+    difference: np.ndarray
+    difference_se: np.ndarray
 
 
-def estimate(part: ope.Contribution, m: np.ndarray) -> np.ndarray:
-    """One estimator's estimate f64[M] from its contributions on a set of trajectories
-    (`ope.summarise`); NaN at the m where a ratio estimator is undefined because its mean
-    denominator is 0 (SN-SIPS when no logged ranking is one the target can show)."""
-    values = np.full(len(m), np.nan)
-    defined = np.ones(len(m), bool) if part.denominator is None else part.denominator.mean(axis=-1) > 0
+def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -> Estimates:
+    """`Estimates` of one estimator from its contributions for the target and the rival; NaN at the
+    m where a ratio estimator is undefined because a mean denominator is 0 (SN-SIPS when no logged
+    ranking is one the target, or the rival, can show)."""
+    out = Estimates(*np.full((3, len(m)), np.nan))
+    defined = np.ones(len(m), bool)
+    for part in (target, rival):
+        if part.denominator is not None:
+            defined &= part.denominator.mean(axis=-1) > 0
     if defined.any():
-        kept = ope.Contribution(part.numerator[defined],
-                                None if part.denominator is None else part.denominator[defined], part.scale)
-        values[defined] = ope.summarise({("estimator", "target"): kept}, m[defined])["estimator", "target"]["value"]
-    return values
+        kept = {("estimator", "T"): target.at(defined), ("estimator", "T2"): rival.at(defined)}
+        summary = ope.summarise(kept, m[defined], baseline="T2")["estimator", "T"]
+        out.value[defined], out.difference[defined] = summary["value"], summary["difference"]
+        out.difference_se[defined] = summary["se"]
+    return out
 
 
 def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
-    """Records of one (behaviour, catalogue, logger, exploration): the exact truth, then every estimator at
-    every m on the first N sessions of each of the `replications` logs, for every N in `sessions`.
-    The pilot log draws from fold_in(cell_key, 0), the logs from fold_in(cell_key, 1)."""
+    """Records of one (behaviour, catalogue, logger, exploration): the exact truth (the target's value
+    and its difference to the rival), then every estimator at every m on the first N sessions of
+    each of the `replications` logs, for every N in `sessions`. The pilot log draws from
+    fold_in(cell_key, 0), the logs from fold_in(cell_key, 1)."""
     n_items = cell["catalogue"]
     w = shared.worlds[n_items]
     scene = scenario(config, cell["behaviour"], w)
@@ -117,23 +124,30 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     logger = feed.Policy(candidates, logging_ranker(cell["logger"], cell["exploration"], w.logger_scores),
                          config.feed_length)
     target = feed.Policy(candidates, feed.Sort(feed.from_table(w.target_scores)), config.feed_length)
+    rival = feed.Policy(candidates, feed.Sort(feed.from_table(w.rival_scores)), config.feed_length)
     head = {"behaviour": cell["behaviour"], "catalogue": n_items, "logger": cell["logger"],
             "exploration": cell["exploration"]}
-    truth = float(feed.online_value(None, scene, target).mean[0])
-    rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": truth}]
+    truth, rival_truth = (float(feed.online_value(None, scene, policy).mean[0]) for policy in (target, rival))
+    rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": truth,
+             "difference": truth - rival_truth, "difference_se": np.nan}]
 
     key = cell_key(key, cell)
     pilot = feed.simulate(jax.random.fold_in(key, 0), scene, logger, config.pilot_sessions)
     longest = max(config.sessions)
     log = feed.simulate(jax.random.fold_in(key, 1), scene, logger, config.replications * longest)
-    on = ope.from_log(log, {"R0": logger, "T": target}, feed.position_model(scene.view),
-                      reward_models={SIGNAL: _reward_model(pilot, n_items, config.prior_views)}, slates=True)
-    data, targets = on.data[SIGNAL], {"T": on.targets[SIGNAL]["T"]}
+    reward_model = ope.click_rate_model(pilot, n_items, prior_views=config.prior_views)
+    on = ope.from_log(log, {"R0": logger, "T": target, "T2": rival}, feed.position_model(scene.view),
+                      reward_models={SIGNAL: reward_model}, slates=True)
+    data, targets = on.data[SIGNAL], {name: on.targets[SIGNAL][name] for name in ("T", "T2")}
     m = np.asarray(config.m, np.float64)
-    parts = ope.contributions(data, targets, m, estimators=estimators(data, targets))
+    names = estimators(data, targets)
+    parts = ope.contributions(data, targets, m, estimators=names)
     for r in range(config.replications):
         for n in sorted(config.sessions):
-            for (name, _), part in ope.restrict(parts, r * longest + np.arange(n)).items():
+            some = ope.restrict(parts, r * longest + np.arange(n))
+            for name in names:
+                found = estimate(some[name, "T"], some[name, "T2"], m)
                 rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),
-                          "value": float(value)} for mv, value in zip(m, estimate(part, m))]
+                          "value": float(value), "difference": float(difference), "difference_se": float(se)}
+                         for mv, value, difference, se in zip(m, *found)]
     return rows

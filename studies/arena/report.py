@@ -1,5 +1,6 @@
-"""The arena's report: each estimator's bias, spread and relative MSE against the exact truth, the
-winner of every setting, the figures and the prose."""
+"""The arena's report: each estimator's bias, spread and relative MSE against the exact truth (of
+the target's value and of its difference to the rival), the sign test's power on the difference,
+the winner of every setting, the figures and the prose."""
 from __future__ import annotations
 
 import math
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 
 from simrec import ope, reporting
 from simrec.reporting import Claim
@@ -29,12 +31,15 @@ def variant(estimator: str, m: float) -> str:
     return f"{ope.ESTIMATORS[estimator].label}, m = {_m_text(m)}"
 
 
-def _squared_errors(records: pd.DataFrame) -> pd.DataFrame:
-    """The estimates beside their truth: columns SETTING, estimator, m, replication, error, relative
-    squared error (error / truth)²."""
-    truth = records[records.estimator == "truth"][["behaviour", "catalogue", *LOGGER, "value"]]
-    est = records[records.estimator != "truth"].merge(truth, on=["behaviour", "catalogue", *LOGGER],
-                                                     suffixes=("", "_truth"))
+def _squared_errors(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
+    """The estimates of ``quantity`` ("value" or "difference") beside their truth: columns SETTING,
+    estimator, m, replication, value (the estimate), value_truth, error, relative squared error
+    (error / truth)², and the difference's standard error."""
+    truth = records[records.estimator == "truth"][["behaviour", "catalogue", *LOGGER, quantity]]
+    est = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", quantity,
+                                                 "difference_se"]]
+    est = est.merge(truth, on=["behaviour", "catalogue", *LOGGER], suffixes=("", "_truth"))
+    est = est.rename(columns={quantity: "value", f"{quantity}_truth": "value_truth"})
     return est.assign(error=est.value - est.value_truth,
                       relative_squared_error=((est.value - est.value_truth) / est.value_truth) ** 2)
 
@@ -60,11 +65,37 @@ def errors(records: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def winners(records: pd.DataFrame) -> pd.DataFrame:
-    """The winner of every setting: the variant (estimator, m) of smallest relative MSE, alone when
-    the paired differences of squared errors put every other variant above it beyond the verdict
-    rule's 2 standard errors, else a tie with the variants not separated from it."""
-    sq = _squared_errors(records)
+def differences(records: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """Per setting, estimator and m over the replications, for the target − rival difference: its
+    truth, mean estimate, relative MSE (with SE), and the sign test at ``confidence`` (two-sided
+    normal interval of the paired difference): power = the share of logs whose interval excludes 0
+    on the true side, wrong sign = on the other side."""
+    sq = _squared_errors(records, "difference")
+    z = float(scipy.stats.norm.ppf((1 + confidence) / 2))
+
+    def summary(g: pd.DataFrame) -> pd.Series:
+        truth, defined = g.value_truth.iloc[0], int(g.value.notna().sum())
+        if defined < len(g):
+            g = g.assign(value=np.nan, relative_squared_error=np.nan)
+        called = np.abs(g.value) > z * g.difference_se
+        right = called & (np.sign(g.value) == np.sign(truth))
+        return pd.Series({"true difference": truth, "mean": g.value.mean(),
+                          "relative MSE": g.relative_squared_error.mean(),
+                          "relative MSE SE": reporting.standard_error(g.relative_squared_error),
+                          "power": right.mean() if defined == len(g) else np.nan,
+                          "wrong sign": (called & ~right).mean() if defined == len(g) else np.nan,
+                          "replications": len(g), "defined": defined})
+    out = sq.groupby([*SETTING, "estimator", "m"], sort=False).apply(summary, include_groups=False).reset_index()
+    out.insert(4, "variant", [variant(e, m) for e, m in zip(out.estimator, out.m)])
+    return out
+
+
+def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
+    """The winner of every setting for ``quantity`` ("value" or "difference"): the variant
+    (estimator, m) of smallest relative MSE, alone when the paired differences of squared errors put
+    every other variant above it beyond the verdict rule's 2 standard errors, else a tie with the
+    variants not separated from it."""
+    sq = _squared_errors(records, quantity)
     rows = []
     for setting, g in sq.groupby(SETTING, sort=False):
         table = g.pivot_table(index="replication", columns=["estimator", "m"], values="relative_squared_error",
@@ -76,6 +107,17 @@ def winners(records: pd.DataFrame) -> pd.DataFrame:
                      "relative MSE": float(table[best].mean()), "tied with": "; ".join(variant(*c) for c in tied),
                      "winner alone": not tied})
     return pd.DataFrame(rows)
+
+
+def _finished(fig, axes, title: str):
+    """The figure with the top-right panel's legend moved outside, its title and a tight layout."""
+    import seaborn as sns
+    with reporting.theme():
+        if axes[0, -1].get_legend() is not None:
+            sns.move_legend(axes[0, -1], "upper left", bbox_to_anchor=(1.02, 1), fontsize=7)
+        fig.suptitle(title)
+        fig.tight_layout()
+    return fig
 
 
 def _figure(table: pd.DataFrame, m: float):
@@ -97,11 +139,24 @@ def _figure(table: pd.DataFrame, m: float):
                 ax.set(xscale="log", yscale="log", title=f"{behaviour}, {catalogue} items",
                        xlabel="logged sessions" if i == len(behaviours) - 1 else "",
                        ylabel="relative MSE" if j == 0 else "")
-        if axes[0, -1].get_legend() is not None:
-            sns.move_legend(axes[0, -1], "upper left", bbox_to_anchor=(1.02, 1), fontsize=7)
-        fig.suptitle(f"Relative MSE against the exact truth (m = {_m_text(m)})")
-        fig.tight_layout()
-    return fig
+    return _finished(fig, axes, f"Relative MSE against the exact truth (m = {_m_text(m)})")
+
+
+def _power_figure(diffs: pd.DataFrame, m: float):
+    """The sign test's power on the target − rival difference against the log size, one panel per
+    behaviour (mean over catalogues and loggers); lines: estimators."""
+    import seaborn as sns
+    behaviours = list(dict.fromkeys(diffs.behaviour))
+    data = diffs[diffs.m == m].assign(estimator=lambda d: d.estimator.map(lambda e: ope.ESTIMATORS[e].label))
+    fig, axes = reporting.figure(1, len(behaviours), width=3.6, height=3.0, sharey=True)
+    with reporting.theme():
+        for j, behaviour in enumerate(behaviours):
+            ax = axes[0, j]
+            sns.lineplot(data=data[data.behaviour == behaviour], x="sessions", y="power", hue="estimator",
+                         marker="o", errorbar=None, ax=ax, legend=j == len(behaviours) - 1)
+            ax.set(xscale="log", ylim=(0, 1.02), title=behaviour, xlabel="logged sessions",
+                   ylabel="power (right sign called)" if j == 0 else "")
+    return _finished(fig, axes, f"Sign test on target − rival, mean over catalogues and loggers (m = {_m_text(m)})")
 
 
 def _bias_settings(table: pd.DataFrame, estimator: str, behaviours) -> tuple[int, int, int]:
@@ -113,42 +168,115 @@ def _bias_settings(table: pd.DataFrame, estimator: str, behaviours) -> tuple[int
     return int((np.abs(z) > reporting.Z).sum()), int((z < -reporting.Z).sum()), len(rows)
 
 
-def _claims(table: pd.DataFrame) -> list[Claim]:
-    """Two claims of the cascade-estimator papers, tested where the reward depends on the items
-    above (click-stops, satiation) at the largest log size and m = ∞. An unbiased estimator may
-    still miss its truth beyond 2 SE over the replications when its weights are heavy-tailed: the
-    typical log lacks the rare rankings with huge weights and falls below the truth, with the
-    sample SE too small; most significant misses below the truth is that pattern, not a bias."""
-    violated = [b for b in ("click_stops", "satiation") if b in set(table.behaviour)]
-    if not violated:
+def _paired_counts(records: pd.DataFrame, estimator: str, other: str, behaviours,
+                   quantity: str = "value") -> tuple[int, int, int]:
+    """Settings (largest log size, m = ∞, the given behaviours) where ``estimator``'s squared errors
+    of ``quantity`` are below ``other``'s beyond the verdict rule, above them beyond it, and all such
+    settings."""
+    sq = _squared_errors(records, quantity)
+    sq = sq[np.isinf(sq.m) & sq.behaviour.isin(behaviours) & (sq.sessions == sq.sessions.max())]
+    lower = higher = total = 0
+    for _, g in sq.groupby(SETTING, sort=False):
+        paired = g.pivot_table(index="replication", columns="estimator", values="relative_squared_error")
+        if {estimator, other} <= set(paired.columns):
+            total += 1
+            lower += reporting.paired_verdict(paired[other] - paired[estimator]).verdict == "holds"
+            higher += reporting.paired_verdict(paired[estimator] - paired[other]).verdict == "holds"
+    return lower, higher, total
+
+
+def _claims(table: pd.DataFrame, records: pd.DataFrame) -> list[Claim]:
+    """The papers' claims, each tested at the largest log size and m = ∞: the cascade papers' where
+    the reward depends on the items above (click-stops, satiation), the baselines' where their
+    estimator is unbiased. An unbiased estimator may still miss its truth beyond 2 SE over the
+    replications when its weights are heavy-tailed: the typical log lacks the rare rankings with
+    huge weights and falls below the truth, with the sample SE too small; most significant misses
+    below the truth is that pattern, not a bias."""
+    behaviours = list(dict.fromkeys(table.behaviour))
+    violated = [b for b in ("click_stops", "satiation") if b in behaviours]
+    claims = []
+    if violated:
+        where = "table_errors (m = ∞, largest log size)"
+        biased, _, n = _bias_settings(table, "dcg", violated)
+        missed, below, n_rips = _bias_settings(table, "rips", violated)
+        if missed <= max(1, round(0.1 * n_rips)):
+            rips_verdict = "reproduced"
+        else:
+            rips_verdict = "differs in setting" if below >= 2 * missed / 3 else "not reproduced"
+        claims += [Claim("Kiyohara et al. WSDM'22 §3; McInerney et al. KDD'20",
+                         "the independent IPS estimator (simrec's DCG) is biased when the reward at a rank depends "
+                         "on the items above it (cascade behaviour)", "",
+                         f"bias beyond 2 SE in {biased} of {n} settings ({', '.join(violated)})",
+                         "reproduced" if biased > n / 2 else "not reproduced", where=where),
+                   Claim("Kiyohara et al. WSDM'22 §3; McInerney et al. KDD'20",
+                         "RIPS (reward-interaction IPS) is unbiased under the cascade behaviour (the papers' action "
+                         "spaces: a few actions per slot)", "",
+                         f"mean of the logs beyond 2 SE of the truth in {missed} of {n_rips} settings (about 5 % "
+                         f"expected by chance), {below} of them below it: heavy-tailed prefix weights (up to "
+                         f"{max(table.catalogue)} items), so that a log of this size rarely holds the target's deeper "
+                         "rankings", rips_verdict, where=where),
+                   *_paired_claim(records, "cascade_dr", "rips", violated, "value", "Kiyohara et al. WSDM'22 §4–5",
+                                  "Cascade-DR has a smaller error than RIPS under the cascade behaviour (a reward "
+                                  "model as control variate); reward model: an item-level click rate from a pilot "
+                                  "log")]
+    position_based = [b for b in behaviours if b == "position_based"]
+    claims += [*_paired_claim(records, "dcg_beta", "dcg", position_based, "value", "Gupta, Jeunen et al. RecSys'24",
+                              "the optimal baseline correction (β-IPS) lowers the error of IPS (here DCG) where IPS "
+                              "is unbiased"),
+               *_paired_claim(records, "dcg_beta", "dcg", position_based, "difference",
+                              "Jeunen & Ustimenko RecSys'24",
+                              "the difference of two policies estimated on one log with the pair's optimal baseline "
+                              "(Δβ-IPS) has a smaller error than the plain IPS difference (here DCG's)"),
+               *_paired_claim(records, "sips_beta", "sips", behaviours, "value", "Gupta, Jeunen et al. RecSys'24",
+                              "the optimal baseline correction lowers the error of slate IPS (SIPS), unbiased under "
+                              "every behaviour here")]
+    return claims
+
+
+def _paired_claim(records: pd.DataFrame, estimator: str, other: str, behaviours, quantity: str, source: str,
+                  claim: str) -> list[Claim]:
+    """``estimator`` against ``other``, paired on the same logs: its squared error of ``quantity``
+    smaller beyond the verdict rule in most settings and larger in none."""
+    lower, higher, total = _paired_counts(records, estimator, other, behaviours, quantity)
+    if not total:
         return []
-    where = "table_errors (m = ∞, largest log size)"
-    biased, _, n = _bias_settings(table, "dcg", violated)
-    missed, below, n_rips = _bias_settings(table, "rips", violated)
-    if missed <= max(1, round(0.1 * n_rips)):
-        rips_verdict = "reproduced"
+    if lower > total / 2 and not higher:
+        verdict = "reproduced"
     else:
-        rips_verdict = "differs in setting" if below >= 2 * missed / 3 else "not reproduced"
-    return [Claim("Kiyohara et al. WSDM'22 §3; McInerney et al. KDD'20",
-                  "the independent IPS estimator (simrec's DCG) is biased when the reward at a rank depends on the "
-                  "items above it (cascade behaviour)", "",
-                  f"bias beyond 2 SE in {biased} of {n} settings ({', '.join(violated)})",
-                  "reproduced" if biased > n / 2 else "not reproduced", where=where),
-            Claim("Kiyohara et al. WSDM'22 §3; McInerney et al. KDD'20",
-                  "RIPS (reward-interaction IPS) is unbiased under the cascade behaviour (the papers' action spaces: "
-                  "a few actions per slot)", "",
-                  f"mean of the logs beyond 2 SE of the truth in {missed} of {n_rips} settings (about 5 % expected "
-                  f"by chance), {below} of them below it: heavy-tailed prefix weights (up to {max(table.catalogue)} "
-                  "items), so that a log of this size rarely holds the target's deeper rankings",
-                  rips_verdict, where=where)]
+        verdict = "not reproduced" if higher >= max(lower, 1) else "tie"
+    table = "table_errors" if quantity == "value" else "table_differences"
+    return [Claim(source, claim, "",
+                  f"smaller squared error of the {'value' if quantity == 'value' else 'target − rival difference'} "
+                  f"beyond 2 SE in {lower} of {total} settings, larger in {higher}, tied in {total - lower - higher} "
+                  f"({', '.join(behaviours)})", verdict, where=f"{table} (m = ∞, largest log size)")]
 
 
-def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) -> str:
+def _difference_lines(config: ArenaConfig, diffs: pd.DataFrame) -> list[str]:
+    """The sign test on the pair, in words: per behaviour the power of each estimator at the largest
+    log size and m = ∞ (median over catalogues and loggers), and every wrong-sign call."""
+    largest = diffs[(diffs.sessions == diffs.sessions.max()) & np.isinf(diffs.m)]
+    if not len(largest):
+        return []
+    lines = ["", f"Which of the pair is better (target − rival, a second deterministic target with score noise "
+             f"{config.rival_noise:g}), by the sign of the paired difference's {config.confidence:.0%} interval at "
+             f"N = {int(diffs.sessions.max()):,}, m = ∞ — median power over catalogues and loggers:", ""]
+    for behaviour, g in largest.groupby("behaviour", sort=False):
+        power = g.groupby("estimator", sort=False)["power"].median()
+        lines.append(f"- {behaviour}: " + "; ".join(f"{ope.ESTIMATORS[e].label} {p:.2f}" for e, p in power.items()))
+    wrong = diffs[diffs["wrong sign"] > 0]
+    lines += ["", "Wrong-sign calls (the interval excludes 0 on the wrong side): " + (
+        "; ".join(f"{v} in {n} settings" for v, n in wrong.variant.value_counts().items()) if len(wrong) else "none")
+        + f" (expected by chance at most {(1 - config.confidence) / 2:.1%} of the logs of an unbiased estimator)."]
+    return lines
+
+
+def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame) -> str:
     lines = [f"The exact online reward of a deterministic target ranking K = {config.feed_length} of A items, "
              "estimated from logs of a Plackett–Luce logger (temperatures "
              f"{', '.join(f'{t:g}' for t in config.temperatures) or 'none'}) and an ε-greedy logger around its sorted "
              f"order (ε {', '.join(f'{e:g}' for e in config.epsilons) or 'none'}) "
-             f"by every registered estimator of the online value, at m in {{{', '.join(_m_text(m) for m in config.m)}}}, "
+             "by every registered estimator of the online value, at m in "
+             f"{{{', '.join(_m_text(m) for m in config.m)}}}, "
              f"over {config.replications} independent logs per setting; scored by relative MSE "
              "(mean squared error over the squared truth). A winner is named when its squared errors are below "
              f"every other variant's beyond the verdict rule ({reporting.VERDICT_RULE}); else a tie.", ""]
@@ -179,22 +307,26 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame) ->
                       f"{ope.ESTIMATORS[e].label} " + " → ".join(reporting.number(v) for v in row.values)
                       for e, row in by_catalogue.iterrows())
                   + f" for {' → '.join(str(c) for c in by_catalogue.columns)} items."]
+    lines += _difference_lines(config, diffs)
     lines += ["", "Caveats: the worlds are random low-rank click models chosen to make the three behaviours "
               "comparable, not calibrated to a real platform; the target is deterministic (its truth is exact) "
               "and the logger has full support, so no estimator loses target mass; DR's reward model is an "
               "item-level click rate from a pilot log, which ignores the behaviour; SN-DCG's view normaliser is "
-              "the whole log's mean views. Estimators published for ranking OPE since 2022 (Cascade-DR, "
-              "adaptive IPS, marginalised estimators) are not registered yet; they will appear here when "
-              "they are."]
+              "the whole log's mean views; Cascade-DR's Q-function is that reward model at rank k alone (not "
+              "the paper's recursive fit of the later ranks). Adaptive IPS and marginalised estimators are "
+              "not registered yet; they will appear here when they are."]
     return "\n".join(lines)
 
 
 def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     table = errors(records)
     won = winners(records)
+    diffs = differences(records, config.confidence)
     pivot = won.pivot_table(index=["behaviour", *LOGGER, "catalogue"], columns="sessions", values="winner",
                             aggfunc="first", sort=False).reset_index()
     figures = {f"fig_mse_m{_m_text(m).replace('∞', 'inf')}": _figure(table, m) for m in config.m}
+    figures[f"fig_power_m{_m_text(max(config.m)).replace('∞', 'inf')}"] = _power_figure(diffs, max(config.m))
     return Report(tables={"table_errors": table.drop(columns=["estimator", "m"]), "table_winners": won,
-                          "table_winner_map": pivot},
-                  figures=figures, summary=summary_text(config, table, won), claims=_claims(table))
+                          "table_winner_map": pivot, "table_differences": diffs.drop(columns=["estimator", "m"]),
+                          "table_difference_winners": winners(records, "difference")},
+                  figures=figures, summary=summary_text(config, table, won, diffs), claims=_claims(table, records))

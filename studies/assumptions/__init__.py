@@ -49,7 +49,7 @@ Violations (one at a time; each dial's scenario differs from the baseline only b
 Estimators (per signal, target and clipping m in `comparison.m`): every one of the `simrec.ope`
 registry — clipped-IPS DCG, nDCG with the same-discount and with the all-viewed ideal, pnDCG,
 self-normalised DCG and doubly robust DCG (`compute.estimates`; the DR reward model q̂ is each item's
-smoothed click-per-view rate in the same log, `compute.reward_model`). Each gives the paired
+smoothed click-per-view rate in the same log, `ope.click_rate_model`). Each gives the paired
 difference Δ̄ = f̄(R_t) − f̄(R₀) with a normal CI at `comparison.confidence` (ratio estimators by the
 paired delta method) and R₀'s own value f̄(R₀).
 

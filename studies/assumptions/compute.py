@@ -181,19 +181,6 @@ def setting(config: AssumptionsConfig, shared: Shared, assumption: str, dial: fl
 
 # ---- the estimators: every one of the registry on one log ---------------------------------------
 
-def reward_model(log: feed.Log, signal: int, num_items: int, prior_views: float) -> np.ndarray:
-    """The DR reward model q̂(a) = (c_a + n₀ r̄) / (v_a + n₀): item a's clicks c_a per view v_a in the
-    log, shrunk towards the log's overall rate r̄ = Σc / Σv with n₀ = `prior_views` pseudo-views (under
-    the examination hypothesis E[C | V = 1] = q). Items never viewed get r̄. Returns f64[A]."""
-    viewed = np.asarray(log.viewed)
-    items = np.asarray(log.items)[viewed]
-    clicks = np.asarray(log.rewards[signal])[viewed].astype(np.float64)
-    views = np.bincount(items, minlength=num_items).astype(np.float64)
-    hits = np.bincount(items, weights=clicks, minlength=num_items)
-    rate = hits.sum() / max(views.sum(), 1.0)
-    return (hits + prior_views * rate) / (views + prior_views)
-
-
 class Estimates(NamedTuple):
     """The estimates on one log: per signal, `ope.summarise`'s {(metric, target): {"value",
     "value_se", "difference", "se", "low", "high", "p": f64[M]}} (R₀ under "R0", the differences
@@ -211,11 +198,12 @@ def estimates(log: feed.Log, logger: feed.Policy, targets: dict, view, m, *, con
     every clipping value m at once, with the paired difference f̄(R_t) − f̄(R₀) and its normal CI
     at `confidence` (`ope.from_log`, `ope.contributions`, `ope.summarise`; ratio estimators by the
     paired delta method). The exposures ε₀, ε and the nDCG ideals' discount are computed under
-    `view`. DR's reward model is `reward_model` of the same log (its SE treats q̂ as fixed, so it
+    `view`. DR's reward model is `ope.click_rate_model` of the same log (its SE treats q̂ as fixed, so it
     misses q̂'s fitting noise, most at small m). log: R₀'s `feed.Log`; logger, targets: R₀ and
     {name: R_t}; m: f[M]."""
     num_items = feed.num_items(logger)
-    models = {signal: reward_model(log, s, num_items, prior_views) for s, signal in enumerate(log.signals)}
+    models = {signal: ope.click_rate_model(log, num_items, s, prior_views=prior_views)
+              for s, signal in enumerate(log.signals)}
     on = ope.from_log(log, {"R0": logger, **targets}, view, reward_models=models)
     summaries = {}
     for signal in log.signals:

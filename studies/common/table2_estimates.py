@@ -59,8 +59,7 @@ def contributions(data: Mapping[str, ope.LoggedData], targets: Mapping[str, Mapp
             i = 0 if REGISTRY[key][3] == "C" else 1
             for target in targets[view]:
                 c = parts[REGISTRY[key][1], target]
-                out[key, target] = c._replace(numerator=c.numerator[i:i + 1],
-                                              denominator=None if c.denominator is None else c.denominator[i:i + 1])
+                out[key, target] = c.at(slice(i, i + 1))
     return {(key, target): out[key, target] for key in keys for target in targets[REGISTRY[key][0]]}
 
 

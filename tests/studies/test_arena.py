@@ -43,7 +43,8 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
 def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
     records = pd.read_csv(run / "records.csv")
     scored = records[records.estimator != "truth"]
-    assert set(scored.estimator) == {"dcg", "sndcg", "dr", "rips", "sips", "snsips"}
+    assert set(scored.estimator) == {"dcg", "sndcg", "dcg_beta", "dr", "rips", "sips", "snsips", "sips_beta",
+                                     "cascade_dr"}
     per = scored.groupby(["behaviour", "logger", "sessions", "estimator", "m"]).replication.nunique()
     assert set(per) == {TINY.replications} and set(scored.sessions) == set(TINY.sessions)
     assert set(np.round(scored.m, 6)) == {10.0, math.inf}
@@ -70,11 +71,32 @@ def test_error_table_and_winners_follow_from_the_records(run):
         assert row["winner alone"] == (row["tied with"] == "")
 
 
+def test_the_difference_table_and_sign_test_follow_from_the_records(run):
+    """Relative MSE of target − rival against the truth's difference, and the sign test recomputed by
+    hand from each log's difference and standard error at 99 %."""
+    records = pd.read_csv(run / "records.csv")
+    truth = records[records.estimator == "truth"]
+    assert np.all(truth.difference != 0) and truth.difference_se.isna().all()
+    table = arena.differences(records, TINY.confidence)
+    for _, row in table.sample(8, random_state=1).iterrows():
+        logs = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
+                       & (records.logger == row.logger) & (records.estimator == row.estimator)
+                       & np.isclose(records.m, row.m)]
+        true = truth[(truth.behaviour == row.behaviour) & (truth.logger == row.logger)].difference.iloc[0]
+        assert row["true difference"] == pytest.approx(true)
+        assert row["relative MSE"] == pytest.approx(np.mean(((logs.difference - true) / true) ** 2))
+        called = np.abs(logs.difference) > 2.5758293035489 * logs.difference_se
+        assert row.power == pytest.approx(np.mean(called & (np.sign(logs.difference) == np.sign(true))))
+        assert row["wrong sign"] == pytest.approx(np.mean(called & (np.sign(logs.difference) != np.sign(true))))
+
+
 def test_outputs_and_manifest(run):
     assert json.loads((run / "manifest.json").read_text())["study"] == "arena"
-    for name in ("table_errors", "table_winners", "table_winner_map", "table_claims"):
+    for name in ("table_errors", "table_winners", "table_winner_map", "table_differences",
+                 "table_difference_winners", "table_claims"):
         assert (run / f"{name}.csv").exists() and (run / f"{name}.md").exists()
     assert (run / "fig_mse_minf.png").exists() and (run / "fig_mse_m10.png").exists()
+    assert (run / "fig_power_minf.png").exists()
     readme = (run / "README.md").read_text()
     assert "relative MSE" in readme and "## Claims" in readme
 
@@ -83,7 +105,8 @@ def test_outputs_and_manifest(run):
     ({"behaviours": ("nope",)}, "behaviours"), ({"catalogues": ()}, "catalogues"),
     ({"feed_length": 7}, "feed_length"), ({"temperatures": (0.0,)}, "temperatures"),
     ({"epsilons": (0.0,)}, "epsilons"), ({"temperatures": (), "epsilons": ()}, "both empty"),
-    ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions")])
+    ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions"),
+    ({"confidence": 1.0}, "confidence"), ({"rival_noise": -1.0}, "rival_noise")])
 def test_bad_configs_are_one_line_errors(change, message):
     with pytest.raises(ConfigError, match=message):
         dataclasses.replace(TINY, **change)
@@ -94,6 +117,10 @@ def test_a_self_normalised_estimate_without_weight_is_undefined_not_an_error():
     (NaN) at that m; defined elsewhere; a mean estimator is never NaN."""
     numerator = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]])
     weights = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 0.5]])
-    values = arena.estimate(ope.Contribution(numerator, weights), np.array([1.0, np.inf]))
-    assert np.isnan(values[0]) and values[1] == pytest.approx(3.0 / 2.5)
-    assert arena.estimate(ope.Contribution(numerator), np.array([1.0, np.inf])) == pytest.approx([0.0, 1.0])
+    m = np.array([1.0, np.inf])
+    rival = ope.Contribution(np.ones((2, 3)), np.ones((2, 3)))
+    found = arena.estimate(ope.Contribution(numerator, weights), rival, m)
+    assert np.isnan(found.value[0]) and found.value[1] == pytest.approx(3.0 / 2.5)
+    assert np.isnan(found.difference[0]) and found.difference[1] == pytest.approx(3.0 / 2.5 - 1.0)
+    mean = arena.estimate(ope.Contribution(numerator), ope.Contribution(np.ones((2, 3))), m)
+    assert mean.value == pytest.approx([0.0, 1.0]) and mean.difference == pytest.approx([-1.0, 0.0])

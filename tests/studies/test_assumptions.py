@@ -57,24 +57,6 @@ def _exposure_table(policy):
     return np.asarray(feed.exposure(None, policy, SCENARIO.view, np.arange(X)).mean, np.float64)
 
 
-def test_reward_model_is_the_smoothed_click_per_view_rate(hand_built):
-    log = hand_built[0]
-    users, items, viewed = np.asarray(log.users), np.asarray(log.items), np.asarray(log.viewed)
-    clicks = np.asarray(log.rewards[0])
-    views, hits = np.zeros(A), np.zeros(A)
-    for n in range(0, N, 7):                    # every 7th session: a sub-log, counted by a plain loop
-        for k in range(K):
-            if viewed[n, k]:
-                views[items[n, k]] += 1
-                hits[items[n, k]] += clicks[n, k]
-    sub = feed.Log(log.users[::7], log.items[::7], log.viewed[::7], log.rewards[:, ::7], log.day[::7],
-                   log.logging_exposure[::7], log.signals)
-    rate = hits.sum() / views.sum()
-    np.testing.assert_allclose(compute_module.reward_model(sub, 0, A, 3.0), (hits + 3.0 * rate) / (views + 3.0),
-                               rtol=1e-12)
-    assert users.shape == (N,)
-
-
 def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
     log, targets, out = hand_built
     rewards, viewed = log.rewards[0], log.viewed
@@ -82,7 +64,7 @@ def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
     logging_table = _exposure_table(LOGGER)
     e0 = np.where(np.asarray(viewed), logging_table[users[:, None], items], 0.0).astype(np.float32)
     discount = feed.view_probability(SCENARIO.view, K)
-    q_hat = compute_module.reward_model(log, 0, A, 5.0)
+    q_hat = ope.click_rate_model(log, A, 0, prior_views=5.0)
     values = {}
     for name, policy in {"R0": LOGGER, **targets}.items():
         table = _exposure_table(policy)
