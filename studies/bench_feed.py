@@ -78,7 +78,8 @@ M_VALUES = (1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 50.0, 100.0, 200.0, 
 FEEDS = ((10, 1.0), (100, 0.1), (1000, 0.02))          # feed length K, share of --sessions simulated
 PEER_PACKAGES = ['numpy<2', 'scipy', 'scikit-learn', 'pandas<2.3', 'tqdm', 'pyyaml', 'matplotlib']
 
-OBP_DRIVER = r'''
+#: the start of every OBP driver: obp's modules without its package __init__s (which import torch)
+OBP_LOADER = r'''
 import importlib.util, json, os, pathlib, sys, time, types
 os.environ["TQDM_DISABLE"] = "1"
 torch = types.ModuleType("torch")              # obp.utils only annotates with torch.Tensor
@@ -90,6 +91,9 @@ for name in ("obp", "obp.dataset", "obp.ope"):   # skip package __init__s that i
     module.__path__ = [str(root.joinpath(*name.split(".")[1:]))]
     sys.modules[name] = module
 import numpy as np
+'''
+
+OBP_DRIVER = OBP_LOADER + r'''
 from obp.dataset.synthetic import logistic_reward_function
 from obp.dataset.synthetic_slate import SyntheticSlateBanditDataset, linear_behavior_policy_logit
 from obp.ope.estimators_slate import SlateIndependentIPS
@@ -272,7 +276,9 @@ def _bench_sweep(log, scenario, target, reward_model, num_users: int, repeats: i
             "online_truth": float(truth)}, (log, target_exposure)
 
 
-def _peer_python(venv: str | None, setup: bool) -> tuple[str | None, str]:
+def peer_python(venv: str | None, setup: bool) -> tuple[str | None, str]:
+    """(the peer environment's python, "") or (None, why it is unusable); with ``setup``, create the
+    environment at ``venv`` first (module docstring)."""
     if not venv:
         return None, "no peer environment (pass --peer-venv PATH or set SIMREC_OBP_VENV)"
     python = Path(venv) / "bin" / "python"
@@ -329,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"simrec bench feed: {os.cpu_count()} CPUs", flush=True)
     rows, sweep, peer = bench_simrec(args.sessions, args.users, args.repeats, args.days)
-    python, reason = _peer_python(args.peer_venv, args.setup_peer)
+    python, reason = peer_python(args.peer_venv, args.setup_peer)
     obp = None
     if python:
         obp, reason = bench_obp(python, args.obp_rounds, (*peer, min(args.iips_rounds, args.sessions)))

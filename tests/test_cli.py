@@ -41,7 +41,7 @@ def toy_registry(monkeypatch):
 
 def test_studies_are_found_through_entry_points_and_no_generic_studies_package_is_installed():
     assert OWN_STUDIES <= set(cli.studies())
-    assert {"metrics", "feed", "opt_adg"} <= set(cli.entry_points(cli.BENCH_GROUP))
+    assert {"metrics", "feed", "slate", "opt_adg"} <= set(cli.entry_points(cli.BENCH_GROUP))
     proc = subprocess.run([sys.executable, "-c", "import studies"], capture_output=True, text=True, cwd="/")
     assert "No module named 'studies'" in proc.stderr       # the library never imports them: tests/test_imports.py
 

@@ -399,3 +399,49 @@ def test_bench_feed_exports_what_obp_iips_turns_into_simrec_estimates(tmp_path):
         iips = np.sum(stored["reward"] * stored["evaluation_policy_pscore_item_position"] / behaviour) \
             / np.unique(stored["slate_id"]).size
         assert iips == pytest.approx(value, rel=1e-5, abs=1e-7)
+
+
+def test_bench_slate_exports_what_obp_slate_estimators_turn_into_simrec_estimates(tmp_path):
+    """`simrec bench slate`'s peer input: OBP's SIPS, RIPS and Cascade-DR formulas (per row: the
+    weight times the reward; Cascade-DR's iw (r − q̂(a)) + iw_prev Σ_a π(a) q̂(a), iw_prev = 1 on a
+    slate's first row), evaluated here in numpy on the saved .npz, give simrec's estimates; and the
+    target's next items written without simrec agree with `feed.next_item_mean` of one-hot values."""
+    from simrec import feed
+    from simrec_studies import bench_slate
+
+    scenario, logger, target, log, model, tables = bench_slate.setting(3_000, 20, 12, 4)
+    _, (data, targets) = bench_slate.bench_simrec(scenario, logger, target, log, model, repeats=1)
+    expected = bench_slate.export_for_obp(str(tmp_path / "slates.npz"), log, data, targets["T"], model,
+                                          tables["target"], 2_000)
+    with np.load(tmp_path / "slates.npz") as npz:
+        s = dict(npz)
+    k, a = int(s["len_list"]), int(s["n_actions"])
+    slates = np.unique(s["slate_id"]).size
+    assert slates == 2_000 and s["reward"].size == 2_000 * k
+    sips = np.sum(s["reward"] * s["evaluation_policy_pscore"] / s["pscore"]) / slates
+    iw = s["evaluation_policy_pscore_cascade"] / s["pscore_cascade"]
+    rips = np.sum(s["reward"] * iw) / slates
+    q_hat = s["q_hat"].reshape(-1, a)
+    previous = np.roll(iw, 1)
+    previous[s["position"] == 0] = 1.0
+    cascade = np.sum(iw * (s["reward"] - q_hat[np.arange(q_hat.shape[0]), s["action"]])
+                     + previous * np.sum(s["evaluation_policy_action_dist"].reshape(-1, a) * q_hat, axis=1)) / slates
+    for name, value in (("sips", sips), ("rips", rips), ("cascade_dr", cascade)):
+        assert value == pytest.approx(expected[name], rel=1e-5), name
+    users, items = np.asarray(log.users)[:300], np.asarray(log.items)[:300]
+    nexts = bench_slate.target_next_items(tables["target"], users, items)
+    logged = np.concatenate([np.ones((300, 1), bool), items[:, :-1] >= 0], axis=1)
+    for item in range(a):
+        mean = np.asarray(feed.next_item_mean(target, users, items, np.arange(a) == item))
+        np.testing.assert_array_equal(mean[logged] == 1.0, (nexts == item)[logged])
+
+
+@pytest.mark.parametrize("argv, message", [(["--items", "4", "--feed-length", "5"], "--feed-length 5 exceeds"),
+                                           (["--sessions", "1000", "--obp-sessions", "2000"], "--obp-sessions"),
+                                           (["--sessions", "10"], "--sessions")])
+def test_bench_slate_names_a_bad_command_line(argv, message, capsys):
+    from simrec_studies import bench_slate
+
+    assert bench_slate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simrec bench slate: error:") and message in err and "Traceback" not in err

@@ -17,12 +17,13 @@ A prefix that repeats an item or holds an item outside the candidate set has pro
 These are the propensities of the slate estimators of `simrec.ope.slate`: π(s_1:k | x) /
 π₀(s_1:k | x) is the likelihood ratio of what a user saw down to rank k. From the same pieces,
 `next_item_mean` gives the mean of per-item values (a reward model) over the policy's next item
-after a logged prefix, Σ_a π(σ_k = a | σ_1:k-1 = s_1:k-1, x) v(x, a): Cascade-DR's baseline. A `RandomSubset`
-generator has none in closed form (its candidate set is a latent draw) and is refused.
+after a logged prefix, Σ_a π(σ_k = a | σ_1:k-1 = s_1:k-1, x) v(x, a): Cascade-DR's baseline. A
+`RandomSubset` generator has none in closed form (its candidate set is a latent draw) and is
+refused.
 
 The candidate sets and scores are read once per distinct context on the device; the prefixes are
-then O(N·K²) host work in float64, with the Plackett–Luce denominators summed without cancellation
-(`_plackett_luce_terms`): a few candidates may hold almost all of the weight.
+then O(N·K²) host work in float64, with the Plackett–Luce sums over the candidates not yet shown
+taken without cancellation (`_remaining_sums`): a few candidates may hold almost all of the weight.
 """
 from __future__ import annotations
 
