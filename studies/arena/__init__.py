@@ -40,6 +40,12 @@ estimator (at its m) with the smallest MSE when its squared errors are below eve
 not separated from it. A self-normalised estimator is undefined on a log where no logged ranking
 is one the target can show (its total weight is 0); a variant undefined on some log of a setting
 has no MSE there and takes no part in that setting's ranking.
+
+Estimator selection from each log alone (`report.selection`), judged by regret: the relative MSE
+of the chosen estimates minus the best variant's in hindsight, per setting. Selectors: SLOPE (Su
+et al., ICML'20: the last variant, in an order of increasing bias, whose ±2 SE interval still meets
+those of every variant before it) with the variants ordered by their estimators' assumptions
+(weakest first) or by estimated SE, the smallest estimated SE, and one fixed variant.
 """
 from __future__ import annotations
 
@@ -133,13 +139,15 @@ COLUMNS = {
     "m": float,             # clipping value (NaN for the truth)
     "value": float,         # the estimate of the target's online reward per session (or the truth); NaN where
                             # a self-normalised estimator is undefined (no logged ranking the target shows)
+    "value_se": float,      # its standard error on the log (NaN for the truth)
     "difference": float,    # the estimate of target − rival on the same log (or the truth); NaN as value
     "difference_se": float,  # its standard error (NaN for the truth)
 }
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
 from simrec_studies.arena.compute import Estimates, cells, compute, estimate, estimators, setup, world  # noqa: E402,F401
-from simrec_studies.arena.report import differences, errors, report, winners  # noqa: E402,F401
+from simrec_studies.arena.report import (  # noqa: E402
+    differences, errors, report, selection, slope_choice, slope_order, winners)  # noqa: F401
 
 STUDY = Study(
     name="arena",

@@ -88,9 +88,11 @@ def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
 
 
 class Estimates(NamedTuple):
-    """One estimator on a set of trajectories, f64[M] each: its value of the target, and the paired
-    difference target − rival with its standard error (`ope.summarise` against the rival)."""
+    """One estimator on a set of trajectories, f64[M] each: its value of the target with its standard
+    error, and the paired difference target − rival with its standard error (`ope.summarise`
+    against the rival)."""
     value: np.ndarray
+    value_se: np.ndarray
     difference: np.ndarray
     difference_se: np.ndarray
 
@@ -99,7 +101,7 @@ def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -
     """`Estimates` of one estimator from its contributions for the target and the rival; NaN at the
     m where a ratio estimator is undefined because a mean denominator is 0 (SN-SIPS when no logged
     ranking is one the target, or the rival, can show)."""
-    out = Estimates(*np.full((3, len(m)), np.nan))
+    out = Estimates(*np.full((4, len(m)), np.nan))
     defined = np.ones(len(m), bool)
     for part in (target, rival):
         if part.denominator is not None:
@@ -107,8 +109,8 @@ def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -
     if defined.any():
         kept = {("estimator", "T"): target.at(defined), ("estimator", "T2"): rival.at(defined)}
         summary = ope.summarise(kept, m[defined], baseline="T2")["estimator", "T"]
-        out.value[defined], out.difference[defined] = summary["value"], summary["difference"]
-        out.difference_se[defined] = summary["se"]
+        out.value[defined], out.value_se[defined] = summary["value"], summary["value_se"]
+        out.difference[defined], out.difference_se[defined] = summary["difference"], summary["se"]
     return out
 
 
@@ -129,7 +131,7 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
             "exploration": cell["exploration"]}
     truth, rival_truth = (float(feed.online_value(None, scene, policy).mean[0]) for policy in (target, rival))
     rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": truth,
-             "difference": truth - rival_truth, "difference_se": np.nan}]
+             "value_se": np.nan, "difference": truth - rival_truth, "difference_se": np.nan}]
 
     key = cell_key(key, cell)
     pilot = feed.simulate(jax.random.fold_in(key, 0), scene, logger, config.pilot_sessions)
@@ -148,6 +150,6 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
             for name in names:
                 found = estimate(some[name, "T"], some[name, "T2"], m)
                 rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),
-                          "value": float(value), "difference": float(difference), "difference_se": float(se)}
-                         for mv, value, difference, se in zip(m, *found)]
+                          "value": float(value), "value_se": float(value_se), "difference": float(difference),
+                          "difference_se": float(se)} for mv, value, value_se, difference, se in zip(m, *found)]
     return rows

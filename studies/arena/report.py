@@ -109,6 +109,82 @@ def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the estimators from the weakest assumption to the strongest (SLOPE's order of increasing bias and
+#: decreasing variance): the whole viewed ranking (SIPS), the items above each rank (RIPS), each
+#: item alone under the position-based model (the DCG family); an estimator missing here comes last
+ASSUMPTION_ORDER = ("sips", "snsips", "sips_beta", "rips", "cascade_dr", "dcg", "dcg_beta", "sndcg", "dr")
+
+
+def slope_order(estimators, m, standard_errors) -> np.ndarray:
+    """Indices of the variants in SLOPE's order: by `ASSUMPTION_ORDER`, unclipped before clipped (m
+    descending), then by standard error, largest first."""
+    rank = [ASSUMPTION_ORDER.index(e) if e in ASSUMPTION_ORDER else len(ASSUMPTION_ORDER) for e in estimators]
+    return np.lexsort((-np.asarray(standard_errors), -np.asarray(m), rank))
+
+
+def slope_choice(values: np.ndarray, standard_errors: np.ndarray, order: np.ndarray | None = None) -> int:
+    """The variant SLOPE chooses among one log's estimates (Su et al., ICML'20, after Lepski): walk
+    along ``order`` (least biased first; default: by standard error, largest first) while the
+    intervals V̂ ± 2 SE of every variant so far still share a point, and choose the last variant
+    reached. values, standard_errors: f64[V]. Returns its index."""
+    order = np.argsort(-standard_errors, kind="stable") if order is None else order
+    low, high, chosen = -np.inf, np.inf, int(order[0])
+    for i in order:
+        low = max(low, values[i] - 2 * standard_errors[i])
+        high = min(high, values[i] + 2 * standard_errors[i])
+        if low > high:
+            break
+        chosen = int(i)
+    return chosen
+
+
+def selection(records: pd.DataFrame) -> pd.DataFrame:
+    """Estimator selection from each log alone, judged by regret against the best variant in
+    hindsight: per setting and selector, the relative MSE of the estimates it chooses, the best
+    variant's, the regret (their difference, with the SE of the paired squared errors) and how often
+    it chooses that best variant. Candidates: the variants defined on every log of the setting,
+    except on a log where a variant's estimated SE is 0 (every weighted term equal, e.g. no logged
+    ranking the target shows: no information on its error). Selectors: SLOPE (`slope_choice`) in
+    the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE,
+    the smallest estimated SE, and one fixed variant for every setting (the one that wins most
+    settings: a choice made in hindsight over the whole arena)."""
+    sq = _squared_errors(records)
+    se = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", "value_se"]]
+    sq = sq.merge(se, on=[*SETTING, "replication", "estimator", "m"])
+    won = winners(records)
+    fixed = won.winner.value_counts().index[0]
+    rows = []
+    for setting, g in sq.groupby(SETTING, sort=False):
+        defined = g.groupby(["estimator", "m"]).value.transform(lambda v: v.notna().all())
+        g = g[defined & g.value_se.notna()]
+        by_variant = g.groupby(["estimator", "m"]).relative_squared_error.mean()
+        best = by_variant.idxmin()
+        chosen: dict[str, list] = {"SLOPE, by assumption": [], "SLOPE, by SE": [], "smallest SE": [],
+                                   f"fixed: {fixed}": []}
+        for _, log in g.groupby("replication"):
+            best_error = float(log[(log.estimator == best[0]) & (log.m == best[1])].relative_squared_error.iloc[0])
+            log = log[log.value_se > 0].reset_index(drop=True)
+            variants = list(zip(log.estimator, log.m))
+            ses = log.value_se.to_numpy()
+            values = log.value.to_numpy()
+            picks = {"SLOPE, by assumption": slope_choice(values, ses, slope_order(log.estimator, log.m, ses)),
+                     "SLOPE, by SE": slope_choice(values, ses), "smallest SE": int(np.argmin(ses)),
+                     f"fixed: {fixed}": next((i for i, v in enumerate(variants) if variant(*v) == fixed), None)}
+            for name, i in picks.items():
+                if i is not None:
+                    chosen[name].append((float(log.relative_squared_error[i]), best_error, variants[i] == best))
+        for name, picks in chosen.items():
+            if not picks:
+                continue
+            errors_, best_errors, hits = map(np.array, zip(*picks))
+            rows.append({**dict(zip(SETTING, setting)), "selector": name, "relative MSE": errors_.mean(),
+                         "best variant": variant(*best), "best relative MSE": best_errors.mean(),
+                         "regret": errors_.mean() - best_errors.mean(),
+                         "regret SE": reporting.standard_error(errors_ - best_errors),
+                         "chose the best": hits.mean(), "logs": len(picks)})
+    return pd.DataFrame(rows)
+
+
 def _finished(fig, axes, title: str):
     """The figure with the top-right panel's legend moved outside, its title and a tight layout."""
     import seaborn as sns
@@ -270,7 +346,27 @@ def _difference_lines(config: ArenaConfig, diffs: pd.DataFrame) -> list[str]:
     return lines
 
 
-def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame) -> str:
+def _selection_lines(selected: pd.DataFrame) -> list[str]:
+    """Estimator selection in words: per behaviour and log size, each selector's relative MSE as a
+    multiple of the best variant's (median over catalogues and loggers), and in how many settings
+    its regret lies beyond 2 SE."""
+    if not len(selected):
+        return []
+    lines = ["", "Choosing the estimator and m from the log alone, judged by regret against the best variant in "
+             "hindsight (table_selection): the selector's relative MSE as a multiple of the best variant's, median "
+             "over catalogues and loggers, and the settings where its regret lies beyond 2 SE:", ""]
+    ratio = selected.assign(ratio=selected["relative MSE"] / selected["best relative MSE"],
+                            worse=selected.regret > reporting.Z * selected["regret SE"])
+    for (behaviour, sessions), g in ratio.groupby(["behaviour", "sessions"], sort=False):
+        parts = g.groupby("selector", sort=False).agg(ratio=("ratio", "median"), worse=("worse", "sum"),
+                                                      settings=("worse", "size"))
+        lines.append(f"- {behaviour}, N = {int(sessions):,}: " + "; ".join(
+            f"{name} {r.ratio:.2f}× ({int(r.worse)} of {int(r.settings)} worse)" for name, r in parts.iterrows()))
+    return lines
+
+
+def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame,
+                 selected: pd.DataFrame) -> str:
     lines = [f"The exact online reward of a deterministic target ranking K = {config.feed_length} of A items, "
              "estimated from logs of a Plackett–Luce logger (temperatures "
              f"{', '.join(f'{t:g}' for t in config.temperatures) or 'none'}) and an ε-greedy logger around its sorted "
@@ -308,13 +404,17 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
                       for e, row in by_catalogue.iterrows())
                   + f" for {' → '.join(str(c) for c in by_catalogue.columns)} items."]
     lines += _difference_lines(config, diffs)
+    lines += _selection_lines(selected)
     lines += ["", "Caveats: the worlds are random low-rank click models chosen to make the three behaviours "
               "comparable, not calibrated to a real platform; the target is deterministic (its truth is exact) "
               "and the logger has full support, so no estimator loses target mass; DR's reward model is an "
               "item-level click rate from a pilot log, which ignores the behaviour; SN-DCG's view normaliser is "
               "the whole log's mean views; Cascade-DR's Q-function is that reward model at rank k alone (not "
-              "the paper's recursive fit of the later ranks). Adaptive IPS and marginalised estimators are "
-              "not registered yet; they will appear here when they are."]
+              "the paper's recursive fit of the later ranks); SLOPE's guarantee assumes a known order of "
+              "increasing bias and decreasing variance and valid intervals: both orders used here only "
+              "approximate the first, and heavy-tailed weights make the slate estimators' estimated SE too small "
+              "on most logs, which breaks the second. Adaptive IPS and marginalised estimators are not "
+              "registered yet, nor the PAS-IF and resampling selectors; they will appear here when they are."]
     return "\n".join(lines)
 
 
@@ -322,11 +422,13 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     table = errors(records)
     won = winners(records)
     diffs = differences(records, config.confidence)
+    selected = selection(records)
     pivot = won.pivot_table(index=["behaviour", *LOGGER, "catalogue"], columns="sessions", values="winner",
                             aggfunc="first", sort=False).reset_index()
     figures = {f"fig_mse_m{_m_text(m).replace('∞', 'inf')}": _figure(table, m) for m in config.m}
     figures[f"fig_power_m{_m_text(max(config.m)).replace('∞', 'inf')}"] = _power_figure(diffs, max(config.m))
     return Report(tables={"table_errors": table.drop(columns=["estimator", "m"]), "table_winners": won,
                           "table_winner_map": pivot, "table_differences": diffs.drop(columns=["estimator", "m"]),
-                          "table_difference_winners": winners(records, "difference")},
-                  figures=figures, summary=summary_text(config, table, won, diffs), claims=_claims(table, records))
+                          "table_difference_winners": winners(records, "difference"), "table_selection": selected},
+                  figures=figures, summary=summary_text(config, table, won, diffs, selected),
+                  claims=_claims(table, records))

@@ -90,10 +90,43 @@ def test_the_difference_table_and_sign_test_follow_from_the_records(run):
         assert row["wrong sign"] == pytest.approx(np.mean(called & (np.sign(logs.difference) != np.sign(true))))
 
 
+def test_slope_walks_down_the_standard_errors_while_the_intervals_meet():
+    """Ordered by SE, largest first: [0, 2] and [0.9, 1.3] meet, [2.9, 3.1] does not: the second."""
+    assert arena.slope_choice(np.array([1.0, 1.1, 3.0]), np.array([0.5, 0.1, 0.05])) == 1
+    assert arena.slope_choice(np.array([1.0, 1.1, 1.05]), np.array([0.5, 0.1, 0.05])) == 2
+    assert arena.slope_choice(np.array([5.0, 1.0]), np.array([0.1, 1.0])) == 1     # [0, 2] then [4.8, 5.2]: none
+    order = arena.slope_order(["dcg", "sips", "dcg", "rips"], [np.inf, 10.0, 10.0, np.inf], [0.1, 0.5, 0.2, 0.3])
+    assert list(order) == [1, 3, 0, 2]           # SIPS, RIPS, then DCG unclipped before clipped
+
+
+def test_selection_regret_follows_from_the_records(run):
+    """SLOPE's and the smallest SE's picks recomputed log by log from the records, their relative MSE
+    and the best variant's."""
+    records = pd.read_csv(run / "records.csv")
+    selected = arena.selection(records)
+    assert set(selected.selector) >= {"SLOPE, by assumption", "SLOPE, by SE", "smallest SE"}
+    truth = records[records.estimator == "truth"]
+    picked = selected[selected.selector.isin(["SLOPE, by assumption", "SLOPE, by SE", "smallest SE"])]
+    for _, row in picked.sample(9, random_state=2).iterrows():
+        logs = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
+                       & (records.logger == row.logger) & (records.estimator != "truth")]
+        true = truth[(truth.behaviour == row.behaviour) & (truth.logger == row.logger)].value.iloc[0]
+        errors = []
+        for _, log in logs.groupby("replication"):
+            log = log[log.value_se > 0].reset_index(drop=True)
+            se = log.value_se.to_numpy()
+            order = {"SLOPE, by assumption": arena.slope_order(log.estimator, log.m, se),
+                     "SLOPE, by SE": np.argsort(-se, kind="stable")}.get(row.selector)
+            i = int(np.argmin(se)) if order is None else arena.slope_choice(log.value.to_numpy(), se, order)
+            errors.append(((log.value[i] - true) / true) ** 2)
+        assert row["relative MSE"] == pytest.approx(np.mean(errors))
+        assert row.regret == pytest.approx(row["relative MSE"] - row["best relative MSE"])
+
+
 def test_outputs_and_manifest(run):
     assert json.loads((run / "manifest.json").read_text())["study"] == "arena"
     for name in ("table_errors", "table_winners", "table_winner_map", "table_differences",
-                 "table_difference_winners", "table_claims"):
+                 "table_difference_winners", "table_selection", "table_claims"):
         assert (run / f"{name}.csv").exists() and (run / f"{name}.md").exists()
     assert (run / "fig_mse_minf.png").exists() and (run / "fig_mse_m10.png").exists()
     assert (run / "fig_power_minf.png").exists()
