@@ -13,8 +13,9 @@ from simrec import ope, runner
 from simrec.runner import ConfigError, shared_key
 from simrec_studies import arena
 
+# the pilot log as long as the logs (6 x 1,000 sessions): one compilation of the simulator per cell
 TINY = dataclasses.replace(arena.PRESETS["smoke"], catalogues=(6,), sessions=(300, 1_000), replications=6,
-                           contexts=10, pilot_sessions=500)
+                           contexts=10, pilot_sessions=6_000)
 
 
 @pytest.fixture(scope="module")
