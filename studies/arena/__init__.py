@@ -45,7 +45,9 @@ Estimator selection from each log alone (`report.selection`), judged by regret: 
 of the chosen estimates minus the best variant's in hindsight, per setting. Selectors: SLOPE (Su
 et al., ICML'20: the last variant, in an order of increasing bias, whose ±2 SE interval still meets
 those of every variant before it) with the variants ordered by their estimators' assumptions
-(weakest first) or by estimated SE, the smallest estimated SE, and one fixed variant.
+(weakest first) or by estimated SE, SLOPE over the clipping values of DCG alone (m descending: the
+paper's own use, a family whose bias grows and variance shrinks as m falls), the smallest
+estimated SE, and one fixed variant.
 """
 from __future__ import annotations
 
@@ -70,7 +72,7 @@ class ArenaConfig:
     replications: int = 20                            # independent logs per (behaviour, A, T)
     contexts: int = 100                               # users X (uniform activity)
     feed_length: int = 5                              # K
-    m: tuple[float, ...] = (10.0, math.inf)           # clipping values of every estimator
+    m: tuple[float, ...] = (2.0, 10.0, 100.0, math.inf)  # clipping values of every estimator
     view_decay: float = 0.8                           # exponential view model: P(V | rank k) = γ^(k−1)
     interaction: float = 0.5                          # click-stop probability / satiation β
     logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit

@@ -145,9 +145,10 @@ def selection(records: pd.DataFrame) -> pd.DataFrame:
     it chooses that best variant. Candidates: the variants defined on every log of the setting,
     except on a log where a variant's estimated SE is 0 (every weighted term equal, e.g. no logged
     ranking the target shows: no information on its error). Selectors: SLOPE (`slope_choice`) in
-    the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE,
-    the smallest estimated SE, and one fixed variant for every setting (the one that wins most
-    settings: a choice made in hindsight over the whole arena)."""
+    the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE;
+    SLOPE over DCG's clipping values alone (m descending: bias grows and variance shrinks as m falls,
+    SLOPE's own setting); the smallest estimated SE; and one fixed variant for every setting (the one
+    that wins most settings: a choice made in hindsight over the whole arena)."""
     sq = _squared_errors(records)
     se = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", "value_se"]]
     sq = sq.merge(se, on=[*SETTING, "replication", "estimator", "m"])
@@ -159,16 +160,20 @@ def selection(records: pd.DataFrame) -> pd.DataFrame:
         g = g[defined & g.value_se.notna()]
         by_variant = g.groupby(["estimator", "m"]).relative_squared_error.mean()
         best = by_variant.idxmin()
-        chosen: dict[str, list] = {"SLOPE, by assumption": [], "SLOPE, by SE": [], "smallest SE": [],
-                                   f"fixed: {fixed}": []}
+        chosen: dict[str, list] = {"SLOPE, by assumption": [], "SLOPE, by SE": [], "SLOPE over m, DCG": [],
+                                   "smallest SE": [], f"fixed: {fixed}": []}
         for _, log in g.groupby("replication"):
             best_error = float(log[(log.estimator == best[0]) & (log.m == best[1])].relative_squared_error.iloc[0])
             log = log[log.value_se > 0].reset_index(drop=True)
             variants = list(zip(log.estimator, log.m))
             ses = log.value_se.to_numpy()
             values = log.value.to_numpy()
+            dcg = np.flatnonzero(log.estimator.to_numpy() == "dcg")
             picks = {"SLOPE, by assumption": slope_choice(values, ses, slope_order(log.estimator, log.m, ses)),
-                     "SLOPE, by SE": slope_choice(values, ses), "smallest SE": int(np.argmin(ses)),
+                     "SLOPE, by SE": slope_choice(values, ses),
+                     "SLOPE over m, DCG": (slope_choice(values, ses, dcg[np.argsort(-log.m.to_numpy()[dcg])])
+                                           if dcg.size else None),
+                     "smallest SE": int(np.argmin(ses)),
                      f"fixed: {fixed}": next((i for i, v in enumerate(variants) if variant(*v) == fixed), None)}
             for name, i in picks.items():
                 if i is not None:

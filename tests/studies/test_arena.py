@@ -48,7 +48,7 @@ def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
                                      "cascade_dr"}
     per = scored.groupby(["behaviour", "logger", "sessions", "estimator", "m"]).replication.nunique()
     assert set(per) == {TINY.replications} and set(scored.sessions) == set(TINY.sessions)
-    assert set(np.round(scored.m, 6)) == {10.0, math.inf}
+    assert set(np.round(scored.m, 6)) == set(TINY.m) == {2.0, 10.0, 100.0, math.inf}
 
 
 def test_error_table_and_winners_follow_from_the_records(run):
@@ -105,10 +105,11 @@ def test_selection_regret_follows_from_the_records(run):
     and the best variant's."""
     records = pd.read_csv(run / "records.csv")
     selected = arena.selection(records)
-    assert set(selected.selector) >= {"SLOPE, by assumption", "SLOPE, by SE", "smallest SE"}
+    assert set(selected.selector) >= {"SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE"}
     truth = records[records.estimator == "truth"]
-    picked = selected[selected.selector.isin(["SLOPE, by assumption", "SLOPE, by SE", "smallest SE"])]
-    for _, row in picked.sample(9, random_state=2).iterrows():
+    picked = selected[selected.selector.isin(["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG",
+                                              "smallest SE"])]
+    for _, row in picked.sample(12, random_state=2).iterrows():
         logs = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
                        & (records.logger == row.logger) & (records.estimator != "truth")]
         true = truth[(truth.behaviour == row.behaviour) & (truth.logger == row.logger)].value.iloc[0]
@@ -116,8 +117,10 @@ def test_selection_regret_follows_from_the_records(run):
         for _, log in logs.groupby("replication"):
             log = log[log.value_se > 0].reset_index(drop=True)
             se = log.value_se.to_numpy()
+            dcg = np.flatnonzero(log.estimator == "dcg")
             order = {"SLOPE, by assumption": arena.slope_order(log.estimator, log.m, se),
-                     "SLOPE, by SE": np.argsort(-se, kind="stable")}.get(row.selector)
+                     "SLOPE, by SE": np.argsort(-se, kind="stable"),
+                     "SLOPE over m, DCG": dcg[np.argsort(-log.m.to_numpy()[dcg])]}.get(row.selector)
             i = int(np.argmin(se)) if order is None else arena.slope_choice(log.value.to_numpy(), se, order)
             errors.append(((log.value[i] - true) / true) ** 2)
         assert row["relative MSE"] == pytest.approx(np.mean(errors))
