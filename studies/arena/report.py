@@ -416,9 +416,10 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
               "item-level click rate from a pilot log, which ignores the behaviour; SN-DCG's view normaliser is "
               "the whole log's mean views; Cascade-DR's Q-function is that reward model at rank k alone (not "
               "the paper's recursive fit of the later ranks); SLOPE's guarantee assumes a known order of "
-              "increasing bias and decreasing variance and valid intervals: both orders used here only "
-              "approximate the first, and heavy-tailed weights make the slate estimators' estimated SE too small "
-              "on most logs, which breaks the second. Adaptive IPS and marginalised estimators are not "
+              "increasing bias and decreasing variance and valid intervals: the orders across estimators only "
+              "approximate the first (DCG's clipping values satisfy it), and heavy-tailed weights make the slate "
+              "estimators' estimated SE too small on most logs, which breaks the second; its regret here is "
+              "against the best variant of any estimator, not the best m of DCG. Adaptive IPS and marginalised estimators are not "
               "registered yet, nor the PAS-IF and resampling selectors; they will appear here when they are."]
     return "\n".join(lines)
 
