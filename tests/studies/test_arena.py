@@ -13,9 +13,10 @@ from simrec import ope, runner
 from simrec.runner import ConfigError, shared_key
 from simrec_studies import arena
 
-# the pilot log as long as the logs (6 x 1,000 sessions): one compilation of the simulator per cell
+# the pilot log as long as the logs (6 x 1,000 sessions): one compilation of the simulator per cell;
+# two clipping values: two MSE figures
 TINY = dataclasses.replace(arena.PRESETS["smoke"], catalogues=(6,), sessions=(300, 1_000), replications=6,
-                           contexts=10, pilot_sessions=6_000)
+                           contexts=10, pilot_sessions=6_000, m=(10.0, math.inf))
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,8 @@ def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
                                      "cascade_dr"}
     per = scored.groupby(["behaviour", "logger", "sessions", "estimator", "m"]).replication.nunique()
     assert set(per) == {TINY.replications} and set(scored.sessions) == set(TINY.sessions)
-    assert set(np.round(scored.m, 6)) == set(TINY.m) == {2.0, 10.0, 100.0, math.inf}
+    assert set(np.round(scored.m, 6)) == set(TINY.m) == {10.0, math.inf}
+    assert arena.PRESETS["default"].m == (2.0, 10.0, 100.0, math.inf)
 
 
 def test_error_table_and_winners_follow_from_the_records(run):
