@@ -142,7 +142,8 @@ def selection(records: pd.DataFrame) -> pd.DataFrame:
     """Estimator selection from each log alone, judged by regret against the best variant in
     hindsight: per setting and selector, the relative MSE of the estimates it chooses, the best
     variant's, the regret (their difference, with the SE of the paired squared errors) and how often
-    it chooses that best variant. Candidates: the variants defined on every log of the setting,
+    it chooses that best variant, and the relative MSE of DCG at its best m (the yardstick of SLOPE
+    over DCG's clipping values). Candidates: the variants defined on every log of the setting,
     except on a log where a variant's estimated SE is 0 (every weighted term equal, e.g. no logged
     ranking the target shows: no information on its error). Selectors: SLOPE (`slope_choice`) in
     the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE;
@@ -160,6 +161,8 @@ def selection(records: pd.DataFrame) -> pd.DataFrame:
         g = g[defined & g.value_se.notna()]
         by_variant = g.groupby(["estimator", "m"]).relative_squared_error.mean()
         best = by_variant.idxmin()
+        dcg_variants = by_variant[by_variant.index.get_level_values("estimator") == "dcg"]
+        best_dcg = float(dcg_variants.min()) if len(dcg_variants) else np.nan
         chosen: dict[str, list] = {"SLOPE, by assumption": [], "SLOPE, by SE": [], "SLOPE over m, DCG": [],
                                    "smallest SE": [], f"fixed: {fixed}": []}
         for _, log in g.groupby("replication"):
@@ -186,7 +189,7 @@ def selection(records: pd.DataFrame) -> pd.DataFrame:
                          "best variant": variant(*best), "best relative MSE": best_errors.mean(),
                          "regret": errors_.mean() - best_errors.mean(),
                          "regret SE": reporting.standard_error(errors_ - best_errors),
-                         "chose the best": hits.mean(), "logs": len(picks)})
+                         "chose the best": hits.mean(), "best DCG relative MSE": best_dcg, "logs": len(picks)})
     return pd.DataFrame(rows)
 
 
@@ -354,7 +357,7 @@ def _difference_lines(config: ArenaConfig, diffs: pd.DataFrame) -> list[str]:
 def _selection_lines(selected: pd.DataFrame) -> list[str]:
     """Estimator selection in words: per behaviour and log size, each selector's relative MSE as a
     multiple of the best variant's (median over catalogues and loggers), and in how many settings
-    its regret lies beyond 2 SE."""
+    its regret lies beyond 2 SE; for SLOPE over DCG's m, also the multiple of DCG's best m."""
     if not len(selected):
         return []
     lines = ["", "Choosing the estimator and m from the log alone, judged by regret against the best variant in "
@@ -365,8 +368,11 @@ def _selection_lines(selected: pd.DataFrame) -> list[str]:
     for (behaviour, sessions), g in ratio.groupby(["behaviour", "sessions"], sort=False):
         parts = g.groupby("selector", sort=False).agg(ratio=("ratio", "median"), worse=("worse", "sum"),
                                                       settings=("worse", "size"))
+        over_m = g[g.selector == "SLOPE over m, DCG"]
+        own = (over_m["relative MSE"] / over_m["best DCG relative MSE"]).median() if len(over_m) else np.nan
         lines.append(f"- {behaviour}, N = {int(sessions):,}: " + "; ".join(
-            f"{name} {r.ratio:.2f}× ({int(r.worse)} of {int(r.settings)} worse)" for name, r in parts.iterrows()))
+            f"{name} {r.ratio:.2f}×" + (f" ({own:.2f}× DCG's best m)" if name == "SLOPE over m, DCG" else "")
+            + f" ({int(r.worse)} of {int(r.settings)} worse)" for name, r in parts.iterrows()))
     return lines
 
 
@@ -418,9 +424,10 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
               "the paper's recursive fit of the later ranks); SLOPE's guarantee assumes a known order of "
               "increasing bias and decreasing variance and valid intervals: the orders across estimators only "
               "approximate the first (DCG's clipping values satisfy it), and heavy-tailed weights make the slate "
-              "estimators' estimated SE too small on most logs, which breaks the second; its regret here is "
-              "against the best variant of any estimator, not the best m of DCG. Adaptive IPS and marginalised estimators are not "
-              "registered yet, nor the PAS-IF and resampling selectors; they will appear here when they are."]
+              "estimators' estimated SE too small on most logs, which breaks the second; regret is measured "
+              "against the best variant of any estimator (for SLOPE over DCG's m, the multiple of DCG's best m "
+              "is given too). Adaptive IPS and marginalised estimators are not registered yet, nor the PAS-IF "
+              "and resampling selectors; they will appear here when they are."]
     return "\n".join(lines)
 
 

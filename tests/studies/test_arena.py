@@ -127,6 +127,9 @@ def test_selection_regret_follows_from_the_records(run):
             errors.append(((log.value[i] - true) / true) ** 2)
         assert row["relative MSE"] == pytest.approx(np.mean(errors))
         assert row.regret == pytest.approx(row["relative MSE"] - row["best relative MSE"])
+        dcg = logs[logs.estimator == "dcg"]
+        assert row["best DCG relative MSE"] == pytest.approx(
+            (((dcg.value - true) / true) ** 2).groupby(dcg.m).mean().min())
 
 
 def test_outputs_and_manifest(run):
