@@ -138,7 +138,7 @@ def slope_choice(values: np.ndarray, standard_errors: np.ndarray, order: np.ndar
     return chosen
 
 
-def selection(records: pd.DataFrame) -> pd.DataFrame:
+def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
     """Estimator selection from each log alone, judged by regret against the best variant in
     hindsight: per setting and selector, the relative MSE of the estimates it chooses, the best
     variant's, the regret (their difference, with the SE of the paired squared errors) and how often
@@ -148,13 +148,12 @@ def selection(records: pd.DataFrame) -> pd.DataFrame:
     ranking the target shows: no information on its error). Selectors: SLOPE (`slope_choice`) in
     the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE;
     SLOPE over DCG's clipping values alone (m descending: bias grows and variance shrinks as m falls,
-    SLOPE's own setting); the smallest estimated SE; and one fixed variant for every setting (the one
-    that wins most settings: a choice made in hindsight over the whole arena)."""
+    SLOPE's own setting); the smallest estimated SE; and the variant ``fixed`` (a `variant` name) for
+    every setting (the report passes the one that wins most settings: a choice made in hindsight
+    over the whole arena)."""
     sq = _squared_errors(records)
     se = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", "value_se"]]
     sq = sq.merge(se, on=[*SETTING, "replication", "estimator", "m"])
-    won = winners(records)
-    fixed = won.winner.value_counts().index[0]
     rows = []
     for setting, g in sq.groupby(SETTING, sort=False):
         defined = g.groupby(["estimator", "m"]).value.transform(lambda v: v.notna().all())
@@ -219,7 +218,7 @@ def _figure(table: pd.DataFrame, m: float):
                 ax = axes[i, j]
                 panel = data[(data.behaviour == behaviour) & (data.catalogue == catalogue)]
                 sns.lineplot(data=panel, x="sessions", y="relative MSE", hue="estimator", style="logger",
-                             marker="o", ax=ax, legend=(i, j) == (0, len(catalogues) - 1))
+                             marker="o", errorbar=None, ax=ax, legend=(i, j) == (0, len(catalogues) - 1))
                 ax.set(xscale="log", yscale="log", title=f"{behaviour}, {catalogue} items",
                        xlabel="logged sessions" if i == len(behaviours) - 1 else "",
                        ylabel="relative MSE" if j == 0 else "")
@@ -435,7 +434,7 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     table = errors(records)
     won = winners(records)
     diffs = differences(records, config.confidence)
-    selected = selection(records)
+    selected = selection(records, won.winner.value_counts().index[0])
     pivot = won.pivot_table(index=["behaviour", *LOGGER, "catalogue"], columns="sessions", values="winner",
                             aggfunc="first", sort=False).reset_index()
     figures = {f"fig_mse_m{_m_text(m).replace('∞', 'inf')}": _figure(table, m) for m in config.m}
