@@ -24,7 +24,7 @@ from simrec.feed.sampling import ContextTables, context_tables, sample_ranking
 # `simrec.feed.exposure` is the function (as it always was); the module is sys.modules' entry
 from simrec.feed.exposure import Exposure, exposure, exposure_of, race_nodes
 from simrec.feed.sessions import (Log, Scenario, concatenate, depth, logging_exposure_table, satiated_quality,
-                                  session_chunks, simulate)
+                                  scenario_quality, session_chunks, simulate)
 from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve_view_model, harvesting_counts,
                                       harvesting_curve, randomisation_curve, randomised_top, regression_em)
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
@@ -40,7 +40,8 @@ __all__ = [
     "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "race_nodes", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "ContextTables", "context_tables",
-    "Scenario", "Log", "simulate", "logging_exposure_table", "session_chunks", "satiated_quality", "concatenate",
+    "Scenario", "Log", "simulate", "logging_exposure_table", "session_chunks", "satiated_quality",
+    "scenario_quality", "concatenate",
     "depth", "scenario_from_world", "world_quality", "world_activity",
     "OnlineValue", "ABTest", "online_value", "ab_test",
     "ClickLog", "CurveEstimate", "click_log", "randomised_top", "randomisation_curve", "regression_em",

@@ -11,7 +11,8 @@ violations (a `Cascade` view model, satiation) it conditions on the ranking σ i
 
     V_s(R | x, σ) = sum_i S(i) · prod_{j<i} (1 - p q̃_stop(j)) · q̃_s(i),
 
-with q̃ the satiated quality (`satiated_quality`) and p the cascade's stop probability: exact for
+with q̃ the satiated quality (`scenario_quality`: of the satiating contexts only, when the
+scenario marks them) and p the cascade's stop probability: exact for
 deterministic policies and averaged over sampled rankings otherwise. An epsilon-greedy policy
 around a deterministic order is split by its definition,
 
@@ -35,7 +36,7 @@ from simrec import validate
 from simrec.feed.exposure import exact_exposure, exposure_sample, monte_carlo, subset_weights
 from simrec.feed.policies import EpsilonGreedy, Policy, Sort, is_deterministic, is_exact, item_values, num_items
 from simrec.feed.sampling import sample_ranking
-from simrec.feed.sessions import Scenario, check_policy, num_contexts, satiated_quality, session_chunks
+from simrec.feed.sessions import Scenario, check_policy, num_contexts, scenario_quality, session_chunks
 from simrec.feed.views import Cascade, view_probability
 
 __all__ = ["OnlineValue", "ABTest", "online_value", "ab_test"]
@@ -80,16 +81,15 @@ def _ranking_value_block(key, scenario, policy, survival, contexts, num_samples)
     def sample(k):
         rankings = jax.vmap(lambda x: sample_ranking(jax.random.fold_in(k, x), policy, x[None])[0])(contexts)
         quality = _quality_stack(scenario, contexts, rankings)                       # [S, B, K]
-        return quality, _conditional_value(scenario, survival, quality)
+        return quality, _conditional_value(scenario, survival, scenario_quality(scenario, contexts, quality))
 
     quality, _ = sample(key)
     return monte_carlo(key, lambda k: sample(k)[1], num_samples), jnp.min(quality), jnp.max(quality)
 
 
 def _conditional_value(scenario: Scenario, survival, quality) -> jax.Array:
-    """Expected reward per signal given the ranking (module docstring).  f32[S, B]."""
-    if scenario.satiation > 0:
-        quality = satiated_quality(quality, scenario.satiation)
+    """Expected reward per signal given the ranking and the satiated quality (`scenario_quality`)
+    of its items (module docstring).  f32[S, B]."""
     reach = jnp.broadcast_to(survival, quality.shape[1:])
     if isinstance(scenario.view, Cascade):
         log_keep = jnp.log1p(-scenario.view.stop_probability * quality[scenario.view.stop_signal])

@@ -12,7 +12,9 @@ Scenario switches break the assumptions of KDD'24 on purpose:
 
 * a `Cascade` view model: a click on its stop signal ends the session with probability p (Asm. 2);
 * ``satiation`` β: the quality at rank i is ``q̃_s(i) = q_s(a_i) · prod_{j<i} (1 - β q_s(a_j))``, so a
-  reward depends on the items above it (Asm. 3);
+  reward depends on the items above it (Asm. 3); with ``satiated_contexts`` only the contexts
+  marked there satiate and the others keep the position-based model, a user behaviour that
+  depends on the context (Kiyohara et al., KDD'23);
 * ``fatigue`` φ: ``q̃_s(x, a) = q_s(x, a) · (1 - φ)^{n(x, a)}``, with n(x, a) the number of earlier
   sessions of user x in which a was viewed, a state carried across sessions (Asm. 1). Sessions
   are then simulated in rounds of ``round_size``; the state is updated between rounds, so two
@@ -39,11 +41,12 @@ from simrec.feed.policies import ItemFn, Policy, check_contexts, item_values, lo
 from simrec.feed.sampling import context_tables, random_words, sample_ranking, uniform_from_words
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
-__all__ = ["Scenario", "Log", "simulate", "logging_exposure_table", "satiated_quality", "concatenate", "depth",
-           "session_chunks"]
+__all__ = ["Scenario", "Log", "simulate", "logging_exposure_table", "satiated_quality", "scenario_quality",
+           "concatenate", "depth", "session_chunks"]
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["view", "quality", "activity"],
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["view", "quality", "activity", "satiated_contexts"],
                    meta_fields=["signals", "satiation", "fatigue"])
 @dataclass(frozen=True)
 class Scenario:
@@ -54,6 +57,8 @@ class Scenario:
     activity: f32[X], the context (user) distribution: non-negative, sums to 1.
     signals: static names of the reward signals, e.g. ("like", "watch").
     satiation: static β in [0, 1] (0 = off). fatigue: static φ in [0, 1] (0 = off).
+    satiated_contexts: bool[X], the contexts that satiate (the others follow the position-based
+    model), or None: every context does.
     """
     view: ViewModel
     quality: tuple
@@ -61,6 +66,7 @@ class Scenario:
     signals: tuple
     satiation: float = 0.0
     fatigue: float = 0.0
+    satiated_contexts: jax.Array | None = None
 
     def __post_init__(self):
         if not isinstance(self.quality, tuple) or not self.quality or \
@@ -87,6 +93,12 @@ class Scenario:
                 raise ValueError("Scenario.activity must be a non-negative vector f32[X] summing to 1")
         validate.probability("Scenario.satiation", self.satiation)
         validate.probability("Scenario.fatigue", self.fatigue)
+        if self.satiated_contexts is not None and validate.has_shape(self.satiated_contexts):
+            validate.matrix_shape("Scenario.satiated_contexts", self.satiated_contexts,
+                                  (int(np.shape(self.activity)[0]),))
+            if validate.is_concrete(self.satiated_contexts) and np.asarray(self.satiated_contexts).dtype != bool:
+                raise ValueError("Scenario.satiated_contexts must be a bool vector [X] (True: the context "
+                                 f"satiates), got dtype {np.asarray(self.satiated_contexts).dtype}")
         if isinstance(self.view, Cascade) and self.view.stop_signal >= len(self.signals):
             raise ValueError(f"Cascade.stop_signal = {self.view.stop_signal} but the scenario has "
                              f"only {len(self.signals)} signals")
@@ -152,6 +164,18 @@ def satiated_quality(quality: jax.Array, satiation) -> jax.Array:
     return quality * jnp.exp(jnp.concatenate([jnp.zeros_like(log_keep[..., :1]), before], axis=-1))
 
 
+def scenario_quality(scenario: Scenario, contexts: jax.Array, quality: jax.Array) -> jax.Array:
+    """The quality of ranked items after the scenario's satiation (`satiated_quality`), for the
+    satiating contexts only when ``satiated_contexts`` marks them.  contexts: i32[B];
+    quality: f32[S, B, K] (signal, session, rank). Returns f32[S, B, K]."""
+    if scenario.satiation <= 0:
+        return quality
+    satiated = satiated_quality(quality, scenario.satiation)
+    if scenario.satiated_contexts is None:
+        return satiated
+    return jnp.where(scenario.satiated_contexts[contexts][None, :, None], satiated, quality)
+
+
 def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, counts, size: int):
     """One round of `size` independent sessions; returns (arrays, updated fatigue counts).
 
@@ -172,9 +196,8 @@ def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, coun
     depth_ = depth_from_uniform(uniform[1], scenario.view, K)
     shown = sample_ranking(k_rank, policy, users, tables, depth=depth_)
     items = jnp.maximum(shown, 0)                   # -1 (not sampled) only below the depth
-    quality = jnp.stack([item_values(q, users, items) for q in scenario.quality])       # [S, n, K]
-    if scenario.satiation > 0:
-        quality = satiated_quality(quality, scenario.satiation)
+    quality = scenario_quality(scenario, users, jnp.stack([item_values(q, users, items)
+                                                          for q in scenario.quality]))  # [S, n, K]
     if counts is not None:
         seen = lookup(counts, users[:, None], items)
         quality = quality * jnp.where(seen > 0, jnp.exp(seen * jnp.log1p(-scenario.fatigue)), 1.0)

@@ -5,11 +5,12 @@ An estimator is one function with its formula and reference in its docstring (`s
 `simrec.ope.slate`) plus one `Estimator` entry here (`register`): its name, a label for tables,
 what it needs beyond the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and
 `Target.direct` for a reward model, `LoggedData.logging_prefix` and `Target.prefix` for the slate
-estimators, and `Target.cascade_baseline` too for Cascade-DR), the assumption under which it is
+estimators, `Target.cascade_baseline` too for Cascade-DR, `LoggedData.cascade_sessions` too for
+AIPS), the assumption under which it is
 unbiased, and a ``contributions`` function that turns (data, target, m) into per-trajectory
 contributions:
 
-* a *mean* estimator (DCG, nDCG, DR, RIPS, SIPS, Cascade-DR) gives its per-trajectory values f_τ(m), f64[M, N]:
+* a *mean* estimator (DCG, nDCG, DR, RIPS, SIPS, Cascade-DR, AIPS) gives its per-trajectory values f_τ(m), f64[M, N]:
   estimate = mean_τ f_τ (NaN values, e.g. nDCG of a session without an ideal, are skipped);
 * a *ratio* estimator (pnDCG, SN-DCG, SN-SIPS) gives a numerator a_τ, a denominator b_τ and a scale s:
   estimate = s · mean a / mean b, with the delta-method standard error of the influence values
@@ -39,10 +40,11 @@ from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
                             trajectory_dr, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
-from simrec.ope.slate import ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips
+from simrec.ope.slate import (choose_cascade_sessions, ranking_weight, trajectory_cascade_dr, trajectory_rips,
+                              trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
-           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict"]
+           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict", "subset"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,10 @@ class LoggedData:
     discount: f32[K] the view model's P(V=1 | rank) (the nDCG ideals' discount), or None;
     predicted: f32[N, K] a reward model's q̂ of the logged items (doubly robust), or None;
     logging_prefix: f32[N, K] log π₀(s_1:k | x) of the logged ranking's prefixes
-    (`simrec.feed.prefix_log_probability`; the slate estimators), or None.
+    (`simrec.feed.prefix_log_probability`; the slate estimators), or None;
+    cascade_sessions: bool[N] whether each session's context follows the cascade behaviour (its
+    reward at rank k depends on the items above) rather than the position-based one (AIPS), or None;
+    contexts: int[N] each session's context (AIPS's behaviour chosen from the log), or None.
     """
     rewards: Any
     viewed: Any
@@ -62,6 +67,8 @@ class LoggedData:
     discount: Any = None
     predicted: Any = None
     logging_prefix: Any = None
+    cascade_sessions: Any = None
+    contexts: Any = None
 
 
 @dataclass(frozen=True)
@@ -97,11 +104,15 @@ class Contribution(NamedTuple):
 @dataclass(frozen=True)
 class Estimator:
     """A registered estimator (module docstring). needs: the optional inputs it reads, among
-    "discount", "predicted", "logging_prefix" (`LoggedData`) and "direct", "prefix", "cascade_baseline"
+    "discount", "predicted", "logging_prefix", "cascade_sessions", "contexts" (`LoggedData`) and "direct",
+    "prefix", "cascade_baseline"
     (`Target`).
     online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its
     difference between two policies estimates their online difference; False for a normalised metric
-    (nDCG, pnDCG), whose difference is on another scale."""
+    (nDCG, pnDCG), whose difference is on another scale.
+    pooled: whether a trajectory's contribution depends on the other trajectories of the log (a
+    choice made on the whole log, as AIPS's behaviour from the log), so that `restrict` cannot cut a
+    subset out of it: compute it on the subset itself (`subset`)."""
     name: str
     label: str
     contributions: Callable[..., Contribution]
@@ -109,6 +120,7 @@ class Estimator:
     assumption: str = ""
     reference: str = ""
     online_scale: bool = True
+    pooled: bool = False
 
     def available(self, data: LoggedData, targets: Mapping[str, Target]) -> bool:
         """Whether the log and every target provide what the estimator needs."""
@@ -116,7 +128,8 @@ class Estimator:
                    else all(getattr(t, need, None) is not None for t in targets.values()) for need in self.needs)
 
 
-_DATA_INPUTS = ("discount", "predicted", "logging_prefix")      # optional inputs of LoggedData
+#: optional inputs of LoggedData
+_DATA_INPUTS = ("discount", "predicted", "logging_prefix", "cascade_sessions", "contexts")
 _TARGET_INPUTS = ("direct", "prefix", "cascade_baseline")       # optional inputs of Target
 
 
@@ -160,7 +173,8 @@ class OnLog:
 
 
 def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
-             reward_models: Mapping[str, Any] | None = None, slates: bool = False) -> OnLog:
+             reward_models: Mapping[str, Any] | None = None, slates: bool = False,
+             cascade_contexts=None) -> OnLog:
     """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
     exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
     its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
@@ -170,7 +184,10 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
     policy's log-probabilities of the logged rankings' prefixes (`simrec.feed.prefix_log_probability`;
     policies on deterministic generators), so that the slate estimators (RIPS, SIPS) apply, and with
     a reward model too each policy's mean of q̂ at every rank after the logged prefix
-    (`simrec.feed.next_item_mean`), so that Cascade-DR applies."""
+    (`simrec.feed.next_item_mean`), so that Cascade-DR applies. With ``slates`` and
+    ``cascade_contexts`` (bool[X] over the scenario's contexts: True where the reward at a rank
+    depends on the items above, e.g. `simrec.feed.Scenario.satiated_contexts`), each session's
+    behaviour, so that AIPS applies."""
     names = list(policies)
     if not names:
         raise ValueError("policies must hold the logger first, then the targets")
@@ -179,6 +196,13 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
         raise ValueError(f"slates=True needs prefix probabilities in closed form, which {', '.join(lacking)} lack "
                          f"(a RandomSubset generator draws its candidates); use a FixedCandidates or TopK generator")
     contexts, rows = np.unique(np.asarray(log.users), return_inverse=True)
+    cascade_sessions = None
+    if cascade_contexts is not None:
+        cascade_contexts = np.asarray(cascade_contexts)
+        if cascade_contexts.dtype != np.bool_ or cascade_contexts.ndim != 1 or cascade_contexts.size <= contexts[-1]:
+            raise ValueError(f"cascade_contexts must be a bool vector over the scenario's contexts (at least "
+                             f"{int(contexts[-1]) + 1}), got {cascade_contexts.dtype} {list(cascade_contexts.shape)}")
+        cascade_sessions = cascade_contexts[np.asarray(log.users)]
     tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
     exposures = {name: logged_exposures(log, table, contexts) for name, table in tables.items()}
     discount = feed.view_probability(view, policies[names[0]].feed_length)
@@ -198,7 +222,7 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
                 baselines = {name: feed.next_item_mean(policy, np.asarray(log.users), np.asarray(log.items),
                                                        per_context) for name, policy in policies.items()}
         data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted,
-                                  prefixes[names[0]])
+                                  prefixes[names[0]], cascade_sessions if slates else None, np.asarray(log.users))
         targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name], baselines[name])
                            for name in names}
     return OnLog(data, targets, tables, np.asarray(rows))
@@ -269,7 +293,10 @@ def _dr(data, target, m, options, cache) -> Contribution:
 
 
 def _rips(data, target, m, options, cache) -> Contribution:
-    return Contribution(_f64(trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m)))
+    key = ("rips", id(target))
+    if key not in cache:
+        cache[key] = _f64(trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m))
+    return Contribution(cache[key])
 
 
 def _sips(data, target, m, options, cache) -> Contribution:
@@ -293,6 +320,25 @@ def _snsips(data, target, m, options, cache) -> Contribution:
 def _sips_beta(data, target, m, options, cache) -> Contribution:
     return Contribution(_sips(data, target, m, options, cache).numerator,
                         control=_ranking_weights(data, target, m, cache) - 1.0)
+
+
+def _aips(data, target, m, options, cache) -> Contribution:
+    cascade = np.asarray(data.cascade_sessions)
+    if cascade.shape != np.shape(data.viewed)[:1] or cascade.dtype != np.bool_:
+        raise ValueError(f"LoggedData.cascade_sessions must be bool[N] = {list(np.shape(data.viewed)[:1])}, "
+                         f"got {cascade.dtype} {list(cascade.shape)}")
+    return Contribution(np.where(cascade[None, :], _rips(data, target, m, options, cache).numerator,
+                                 _dcg(data, target, m, options, cache).numerator))
+
+
+def _aips_chosen(data, target, m, options, cache) -> Contribution:
+    key = ("aips behaviour", id(target))
+    if key not in cache:
+        independent = trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, np.inf)
+        cascade = trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, np.inf)
+        cache[key] = choose_cascade_sessions(data.contexts, independent, cascade, z=options.get("aips_z", 2.0))
+    return Contribution(np.where(cache[key][None, :], _rips(data, target, m, options, cache).numerator,
+                                 _dcg(data, target, m, options, cache).numerator))
 
 
 def _cascade_dr(data, target, m, options, cache) -> Contribution:
@@ -347,6 +393,18 @@ register(Estimator("cascade_dr", "Cascade-DR", _cascade_dr, _SLATE | {"predicted
                    assumption="as RIPS (whether rank k is viewed may depend on the items above it, not on the item "
                               "at k), for any reward model at m = ∞; a good reward model lowers the variance",
                    reference="Kiyohara et al. WSDM'22 Eq. 6, with the Q-function of rank k alone"))
+register(Estimator("aips", "AIPS (true behaviour)", _aips, _SLATE | {"cascade_sessions"},
+                   assumption="each session follows its context's known behaviour: position-based (DCG's weight) "
+                              "or cascade (RIPS's prefix weight); unbiased at m = ∞, usually with a smaller variance "
+                              "than RIPS's",
+                   reference="Kiyohara et al. KDD'23 Eq. 5, with the behaviour known (the true user behaviour "
+                             "model)"))
+register(Estimator("aips_chosen", "AIPS (behaviour from the log)", _aips_chosen, _SLATE | {"contexts"},
+                   assumption="as AIPS, with each context's behaviour chosen from the log (`choose_cascade_sessions`: "
+                              "position-based where DCG and RIPS agree within 2 SE on its sessions, cross-fitted); "
+                              "a cascading context kept position-based leaves DCG's bias on its sessions",
+                   reference="Kiyohara et al. KDD'23 §5 (there by an estimated MSE over a tree of context features)",
+                   pooled=True))
 
 
 # ---- summaries -------------------------------------------------------------------------------------
@@ -439,7 +497,8 @@ def compare(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: s
     its standard error, normal ``confidence`` interval and one-sided p-value (module docstring).
 
     options: estimator options, e.g. ``zero_ideal`` ("zero" or "skip": nDCG of a session without
-    an ideal) and ``target_views`` (SN-DCG's T; the logged mean views by default)."""
+    an ideal), ``target_views`` (SN-DCG's T; the logged mean views by default) and ``aips_z``
+    (the z of `choose_cascade_sessions`, 2 by default)."""
     if baseline is not None and baseline not in targets:
         raise ValueError(f"baseline {baseline!r} is not one of the targets {list(targets)}")
     import pandas as pd
@@ -452,6 +511,21 @@ def compare(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: s
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
 
 
+def subset(data: LoggedData, targets: Mapping[str, Target], rows) -> tuple[LoggedData, dict[str, Target]]:
+    """The log of the trajectories ``rows`` only (bool[N] mask or integer indices): every per-trajectory
+    array of ``data`` and of each target cut to those rows, the discount kept; the input of a
+    `pooled` estimator on a subset (for the others `restrict` of the whole log's contributions is
+    the same and cheaper)."""
+    def cut(a):
+        return None if a is None else np.asarray(a)[rows]
+    sliced = LoggedData(cut(data.rewards), cut(data.viewed), cut(data.logging_exposure), data.discount,
+                        cut(data.predicted), cut(data.logging_prefix), cut(data.cascade_sessions), cut(data.contexts))
+    if np.shape(sliced.viewed)[0] == 0:
+        raise ValueError("rows selects no trajectory")
+    return sliced, {name: Target(cut(t.exposure), cut(t.direct), cut(t.prefix), cut(t.cascade_baseline))
+                    for name, t in targets.items()}
+
+
 def restrict(parts: Mapping[tuple[str, str], Contribution], rows) -> dict[tuple[str, str], Contribution]:
     """`contributions` of the trajectories ``rows`` only, for estimates on a subset of the log (the
     sessions of one position, one day, one user group): every array f64[M, N] → f64[M, n], the
@@ -461,7 +535,12 @@ def restrict(parts: Mapping[tuple[str, str], Contribution], rows) -> dict[tuple[
     computed without recompiling for the subset's shape; one exception: SN-DCG's default
     T (the logged mean views) stays the whole log's (pass the option ``target_views``).
 
-    rows: bool[N] mask or integer indices in [0, N), selecting at least one trajectory."""
+    rows: bool[N] mask or integer indices in [0, N), selecting at least one trajectory. Raises
+    ValueError for a `pooled` estimator (compute it on `subset` of the data instead)."""
+    pooled = sorted({name for name, _ in parts if name in ESTIMATORS and ESTIMATORS[name].pooled})
+    if pooled:
+        raise ValueError(f"{', '.join(pooled)} pool the log's trajectories (Estimator.pooled): a subset of their "
+                         f"contributions is not their estimate on the subset; compute them on ope.subset(...)")
     sizes = {c.numerator.shape[-1] for c in parts.values()}
     if len(sizes) != 1:
         raise ValueError(f"parts must share one number of trajectories N, got {sorted(sizes)}")

@@ -9,20 +9,28 @@ score (sd `target_noise`). Two loggers, each at its exploration levels: Plackett
 logger's scores at temperature T (``plackett_luce``, T in `temperatures`) and ε-greedy around the
 logger's sorted order (``epsilon_greedy``, ε in `epsilons`: with probability ε a uniformly random
 order of the A items). The user scrolls with an exponential view model (γ = `view_decay`) and
-clicks item a with probability q(x, a) under one of three behaviours:
+clicks item a with probability q(x, a) under one of four behaviours:
 
 * ``position_based``: nothing else (KDD'24 Asm. 2–3 hold);
 * ``click_stops``: a click ends the session with probability `interaction` (a cascade: whether
   rank k is seen depends on the clicks above it);
 * ``satiation``: the click probability at rank k is q(x, s_k) ∏_{j<k} (1 − β q(x, s_j)), β =
-  `interaction` (the reward depends on the items above).
+  `interaction` (the reward depends on the items above);
+* ``mixed``: a user behaviour that depends on the context (Kiyohara et al., KDD'23): the first
+  `satiated_share` of the users satiate as above, the others are position-based
+  (`simrec.feed.Scenario.satiated_contexts`; users are exchangeable, so which ones is immaterial).
 
 The target is deterministic, so its online value is exact under every behaviour
 (`simrec.feed.online_value`); so is that of its *rival*, a second deterministic target sorting by a
 noisier score (sd `rival_noise`), and the pair's difference. Each estimator registered in
 `simrec.ope` that estimates the online value (`Estimator.online_scale`) and whose inputs a feed log
-provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, RIPS, SIPS, SN-SIPS, β-SIPS
-and Cascade-DR, each at every m in `m` (m = ∞: unclipped). The reward model q̂(a) of DR and
+provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, RIPS, SIPS, SN-SIPS, β-SIPS,
+Cascade-DR and AIPS twice, each at every m in `m` (m = ∞: unclipped). AIPS (true behaviour) is
+given every user's behaviour (position-based or cascade: where the reward depends on the items
+above, i.e. under click-stops, satiation and for the satiating users of ``mixed``), so it is DCG
+under ``position_based`` and RIPS under ``click_stops`` and ``satiation``, and differs from both
+only under ``mixed``; AIPS (behaviour from the log) chooses each user's behaviour from the log
+(`simrec.ope.choose_cascade_sessions`). The reward model q̂(a) of DR and
 Cascade-DR is each item's click rate per view on a separate pilot log of the logger
 (`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views
 (`ope.click_rate_model`). A cell is (behaviour, catalogue, logger, exploration level): it draws
@@ -58,7 +66,7 @@ from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec_studies.common.configs import checked
 
-BEHAVIOURS = ("position_based", "click_stops", "satiation")
+BEHAVIOURS = ("position_based", "click_stops", "satiation", "mixed")
 
 
 @dataclass(frozen=True)
@@ -69,12 +77,13 @@ class ArenaConfig:
     temperatures: tuple[float, ...] = (0.5, 2.0)      # the Plackett–Luce logger's temperatures T
     epsilons: tuple[float, ...] = (0.05, 0.3)         # the ε-greedy logger's exploration ε (around Sort)
     sessions: tuple[int, ...] = (1_000, 10_000)       # log sizes N (nested: the first N of each log)
-    replications: int = 20                            # independent logs per (behaviour, A, T)
+    replications: int = 16                            # independent logs per (behaviour, A, T)
     contexts: int = 100                               # users X (uniform activity)
     feed_length: int = 5                              # K
     m: tuple[float, ...] = (2.0, 10.0, 100.0, math.inf)  # clipping values of every estimator
     view_decay: float = 0.8                           # exponential view model: P(V | rank k) = γ^(k−1)
     interaction: float = 0.5                          # click-stop probability / satiation β
+    satiated_share: float = 0.5                       # ``mixed``: the share of the users that satiate
     logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit
     target_noise: float = 0.3                         # sd of the target's score noise
     rival_noise: float = 1.0                          # sd of the rival target's score noise (the pair)
@@ -114,6 +123,7 @@ class ArenaConfig:
             raise ConfigError(f"feed_length = {self.feed_length} exceeds the smallest catalogue {min(self.catalogues)}")
         checked(validate.probability, "view_decay", self.view_decay, low_open=True)
         checked(validate.probability, "interaction", self.interaction)
+        checked(validate.probability, "satiated_share", self.satiated_share)
         for name in ("logger_noise", "target_noise", "rival_noise", "prior_views"):
             checked(validate.finite, name, getattr(self, name), low=0.0)
         checked(validate.integer, "dim", self.dim, low=1)
@@ -123,7 +133,7 @@ class ArenaConfig:
 
 
 PRESETS = {
-    "smoke": ArenaConfig(behaviours=("position_based", "satiation"), catalogues=(6, 20), temperatures=(1.0,),
+    "smoke": ArenaConfig(behaviours=("position_based", "mixed"), catalogues=(6, 20), temperatures=(1.0,),
                          epsilons=(0.3,),
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
@@ -154,9 +164,10 @@ from simrec_studies.arena.report import (  # noqa: E402
 STUDY = Study(
     name="arena",
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
-                "SN-DCG, β-DCG, DR, RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR) scored against the exact truth by "
-                "relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
-                "behaviour (position-based, click-stops, satiation), log size, catalogue size and logger "
+                "SN-DCG, β-DCG, DR, RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS with the behaviour known and chosen "
+                "from the log) scored against the exact truth "
+                "by relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
+                "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
     expected_seconds={"smoke": 45, "default": 300, "paper": 3600})

@@ -74,12 +74,24 @@ def setup(key, config: ArenaConfig) -> Shared:
     return Shared({a: world(shared_key(key, f"world:{a}"), config, a) for a in config.catalogues})
 
 
+def cascade_contexts(config: ArenaConfig, behaviour: str) -> np.ndarray:
+    """The users whose reward at a rank depends on the items above (AIPS's true behaviour): none
+    under ``position_based``, all under ``click_stops`` and ``satiation``, the first
+    round(satiated_share · X) under ``mixed``.  bool[X]."""
+    if behaviour == "mixed":
+        return np.arange(config.contexts) < round(config.satiated_share * config.contexts)
+    return np.full(config.contexts, behaviour != "position_based")
+
+
 def scenario(config: ArenaConfig, behaviour: str, w: World) -> feed.Scenario:
     view = feed.Exponential(jnp.float32(config.view_decay))
     if behaviour == "click_stops":
         view = feed.Cascade(view, jnp.float32(config.interaction))
+    satiates = behaviour in ("satiation", "mixed")
     return feed.Scenario(view, (feed.from_table(w.quality),), jnp.full(config.contexts, 1.0 / config.contexts),
-                         signals=(SIGNAL,), satiation=config.interaction if behaviour == "satiation" else 0.0)
+                         signals=(SIGNAL,), satiation=config.interaction if satiates else 0.0,
+                         satiated_contexts=jnp.asarray(cascade_contexts(config, behaviour)) if behaviour == "mixed"
+                         else None)
 
 
 def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
@@ -139,14 +151,19 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     log = feed.simulate(jax.random.fold_in(key, 1), scene, logger, config.replications * longest)
     reward_model = ope.click_rate_model(pilot, n_items, prior_views=config.prior_views)
     on = ope.from_log(log, {"R0": logger, "T": target, "T2": rival}, feed.position_model(scene.view),
-                      reward_models={SIGNAL: reward_model}, slates=True)
+                      reward_models={SIGNAL: reward_model}, slates=True,
+                      cascade_contexts=cascade_contexts(config, cell["behaviour"]))
     data, targets = on.data[SIGNAL], {name: on.targets[SIGNAL][name] for name in ("T", "T2")}
     m = np.asarray(config.m, np.float64)
     names = estimators(data, targets)
-    parts = ope.contributions(data, targets, m, estimators=names)
+    pooled = [name for name in names if ope.ESTIMATORS[name].pooled]
+    parts = ope.contributions(data, targets, m, estimators=[name for name in names if name not in pooled])
     for r in range(config.replications):
         for n in sorted(config.sessions):
-            some = ope.restrict(parts, r * longest + np.arange(n))
+            rows_n = r * longest + np.arange(n)
+            some = ope.restrict(parts, rows_n)
+            if pooled:                  # a choice made on this log alone (not on the other replications)
+                some.update(ope.contributions(*ope.subset(data, targets, rows_n), m, estimators=pooled))
             for name in names:
                 found = estimate(some[name, "T"], some[name, "T2"], m)
                 rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),

@@ -28,14 +28,18 @@ def run(tmp_path_factory):
 
 def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     """Position-based behaviour: Σ_x p(x) Σ_k γ^(k−1) q(x, σ_k) with σ the target's sorted top K;
-    satiation: each rank's click probability times ∏ (1 − β q) over the ranks above."""
+    mixed: for the first half of the users each rank's click probability times ∏ (1 − β q) over the
+    ranks above (satiation), for the others the position-based one."""
     records = pd.read_csv(run / "records.csv")
     w = arena.world(shared_key(jax.random.key(0), "world:6"), TINY, 6)
     order = np.argsort(-w.target_scores, axis=1, kind="stable")[:, :TINY.feed_length]
     q = np.take_along_axis(w.quality.astype(np.float64), order, axis=1)
     view = TINY.view_decay ** np.arange(TINY.feed_length)
     satiated = q * np.cumprod(np.concatenate([np.ones((q.shape[0], 1)), 1 - TINY.interaction * q[:, :-1]], 1), 1)
-    expected = {"position_based": (q * view).sum(1).mean(), "satiation": (satiated * view).sum(1).mean()}
+    first = np.arange(q.shape[0]) < round(TINY.satiated_share * q.shape[0])
+    mixed = np.where(first[:, None], satiated, q)
+    expected = {"position_based": (q * view).sum(1).mean(), "mixed": (mixed * view).sum(1).mean()}
+    assert set(expected) == set(TINY.behaviours)
     truth = records[records.estimator == "truth"]
     assert set(truth.logger) == {"plackett_luce", "epsilon_greedy"}          # one truth per logger's cell
     for behaviour, value in expected.items():
@@ -46,7 +50,13 @@ def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
     records = pd.read_csv(run / "records.csv")
     scored = records[records.estimator != "truth"]
     assert set(scored.estimator) == {"dcg", "sndcg", "dcg_beta", "dr", "rips", "sips", "snsips", "sips_beta",
-                                     "cascade_dr"}
+                                     "cascade_dr", "aips", "aips_chosen"}
+    # AIPS with the true behaviour: DCG where every user is position-based, its own mix otherwise
+    keys = ["behaviour", "catalogue", "logger", "exploration", "sessions", "replication", "m"]
+    by = {e: scored[scored.estimator == e].set_index(keys).value.sort_index() for e in ("aips", "dcg", "rips")}
+    pbm = by["aips"].index.get_level_values("behaviour") == "position_based"
+    np.testing.assert_allclose(by["aips"][pbm], by["dcg"][pbm], rtol=1e-12)
+    assert not np.allclose(by["aips"][~pbm], by["dcg"][~pbm]) and not np.allclose(by["aips"][~pbm], by["rips"][~pbm])
     per = scored.groupby(["behaviour", "logger", "sessions", "estimator", "m"]).replication.nunique()
     assert set(per) == {TINY.replications} and set(scored.sessions) == set(TINY.sessions)
     assert set(np.round(scored.m, 6)) == set(TINY.m) == {10.0, math.inf}
@@ -148,7 +158,8 @@ def test_outputs_and_manifest(run):
     ({"feed_length": 7}, "feed_length"), ({"temperatures": (0.0,)}, "temperatures"),
     ({"epsilons": (0.0,)}, "epsilons"), ({"temperatures": (), "epsilons": ()}, "both empty"),
     ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions"),
-    ({"confidence": 1.0}, "confidence"), ({"rival_noise": -1.0}, "rival_noise")])
+    ({"confidence": 1.0}, "confidence"), ({"rival_noise": -1.0}, "rival_noise"),
+    ({"satiated_share": 1.5}, "satiated_share")])
 def test_bad_configs_are_one_line_errors(change, message):
     with pytest.raises(ConfigError, match=message):
         dataclasses.replace(TINY, **change)
