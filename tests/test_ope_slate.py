@@ -242,6 +242,8 @@ def test_slate_estimators_need_the_prefix_probabilities():
     for bad in (np.zeros(X), np.zeros(3, bool)):
         with pytest.raises(ValueError, match="cascade_contexts must be a bool vector"):
             ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True, cascade_contexts=bad)
+    with pytest.raises(ValueError, match="pass slates=True"):
+        ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, cascade_contexts=np.zeros(X, bool))
     assert ope.ESTIMATORS["cascade_dr"].needs == frozenset({"logging_prefix", "prefix", "predicted",
                                                            "cascade_baseline"})
     modelled = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True,

@@ -40,8 +40,8 @@ from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
                             trajectory_dr, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
-from simrec.ope.slate import (choose_cascade_sessions, ranking_weight, trajectory_cascade_dr, trajectory_rips,
-                              trajectory_sips)
+from simrec.ope.slate import (checked_cascade_sessions, choose_cascade_sessions, ranking_weight,
+                              trajectory_cascade_dr, trajectory_rips, trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
            "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict", "subset"]
@@ -197,6 +197,9 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
                          f"(a RandomSubset generator draws its candidates); use a FixedCandidates or TopK generator")
     contexts, rows = np.unique(np.asarray(log.users), return_inverse=True)
     cascade_sessions = None
+    if cascade_contexts is not None and not slates:
+        raise ValueError("cascade_contexts is AIPS's behaviour per context, and AIPS needs the slate inputs: pass "
+                         "slates=True too")
     if cascade_contexts is not None:
         cascade_contexts = np.asarray(cascade_contexts)
         if cascade_contexts.dtype != np.bool_ or cascade_contexts.ndim != 1 or cascade_contexts.size <= contexts[-1]:
@@ -222,7 +225,7 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
                 baselines = {name: feed.next_item_mean(policy, np.asarray(log.users), np.asarray(log.items),
                                                        per_context) for name, policy in policies.items()}
         data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted,
-                                  prefixes[names[0]], cascade_sessions if slates else None, np.asarray(log.users))
+                                  prefixes[names[0]], cascade_sessions, np.asarray(log.users))
         targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name], baselines[name])
                            for name in names}
     return OnLog(data, targets, tables, np.asarray(rows))
@@ -323,22 +326,24 @@ def _sips_beta(data, target, m, options, cache) -> Contribution:
 
 
 def _aips(data, target, m, options, cache) -> Contribution:
-    cascade = np.asarray(data.cascade_sessions)
-    if cascade.shape != np.shape(data.viewed)[:1] or cascade.dtype != np.bool_:
-        raise ValueError(f"LoggedData.cascade_sessions must be bool[N] = {list(np.shape(data.viewed)[:1])}, "
-                         f"got {cascade.dtype} {list(cascade.shape)}")
+    cascade = checked_cascade_sessions(data.cascade_sessions, np.shape(data.viewed)[0])
     return Contribution(np.where(cascade[None, :], _rips(data, target, m, options, cache).numerator,
                                  _dcg(data, target, m, options, cache).numerator))
 
 
 def _aips_chosen(data, target, m, options, cache) -> Contribution:
+    independent = _dcg(data, target, m, options, cache).numerator
+    cascade = _rips(data, target, m, options, cache).numerator
     key = ("aips behaviour", id(target))
     if key not in cache:
-        independent = trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, np.inf)
-        cascade = trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, np.inf)
-        cache[key] = choose_cascade_sessions(data.contexts, independent, cascade, z=options.get("aips_z", 2.0))
-    return Contribution(np.where(cache[key][None, :], _rips(data, target, m, options, cache).numerator,
-                                 _dcg(data, target, m, options, cache).numerator))
+        unclipped = np.flatnonzero(np.isinf(clip_values(m)[0]))        # the choice compares m = ∞ estimates
+        if unclipped.size:
+            at_inf = independent[unclipped[0]], cascade[unclipped[0]]
+        else:
+            at_inf = (trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, np.inf),
+                      trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, np.inf))
+        cache[key] = choose_cascade_sessions(data.contexts, *at_inf, z=options.get("aips_z", 2.0))
+    return Contribution(np.where(cache[key][None, :], cascade, independent))
 
 
 def _cascade_dr(data, target, m, options, cache) -> Contribution:

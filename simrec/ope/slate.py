@@ -67,7 +67,7 @@ import numpy as np
 from simrec.ope.dcg import clip_values, trajectory_dcg
 
 __all__ = ["trajectory_rips", "trajectory_sips", "trajectory_cascade_dr", "trajectory_aips",
-           "choose_cascade_sessions", "prefix_weights", "ranking_weight"]
+           "choose_cascade_sessions", "checked_cascade_sessions", "prefix_weights", "ranking_weight"]
 
 
 def _checked(rewards, viewed, logging_prefix, target_prefix):
@@ -227,14 +227,19 @@ def trajectory_aips(rewards, viewed, logging_exposure, target_exposure, logging_
     cascade_sessions: bool[N], whether the session's context follows the cascade behaviour (its
     reward at rank k depends on the items at ranks 1..k) rather than the position-based one.
     Other arguments and returns as `trajectory_rips`."""
-    cascade_sessions = np.asarray(cascade_sessions)
-    if cascade_sessions.shape != np.shape(viewed)[:1] or cascade_sessions.dtype != np.bool_:
-        raise ValueError(f"cascade_sessions must be a bool vector with one entry per trajectory "
-                         f"[N] = {list(np.shape(viewed)[:1])}, got {cascade_sessions.dtype} "
-                         f"{list(cascade_sessions.shape)}")
+    cascade_sessions = checked_cascade_sessions(cascade_sessions, np.shape(viewed)[0])
     independent = trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m)
     cascade = trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m)
     return jnp.where(jnp.asarray(cascade_sessions), cascade, independent)
+
+
+def checked_cascade_sessions(cascade_sessions, num_trajectories: int) -> np.ndarray:
+    """``cascade_sessions`` as bool[N] (AIPS's behaviour per trajectory), or ValueError naming it."""
+    cascade_sessions = np.asarray(cascade_sessions)
+    if cascade_sessions.shape != (num_trajectories,) or cascade_sessions.dtype != np.bool_:
+        raise ValueError(f"cascade_sessions must be a bool vector with one entry per trajectory "
+                         f"[N] = [{num_trajectories}], got {cascade_sessions.dtype} {list(cascade_sessions.shape)}")
+    return cascade_sessions
 
 
 def choose_cascade_sessions(contexts, independent, cascade, *, z: float = 2.0, folds: int = 2) -> np.ndarray:

@@ -309,6 +309,9 @@ def _claims(table: pd.DataFrame, records: pd.DataFrame) -> list[Claim]:
                             "AIPS, weighting each session by the action set of its user's behaviour, has a smaller "
                             "error than RIPS when only some users cascade (here with the true behaviour of every "
                             "user)")
+    claims += _paired_claim(records, "aips", "dcg", mixed, "value", "Kiyohara et al. KDD'23 §4, §6",
+                            "AIPS has a smaller error than the independent IPS estimator (simrec's DCG) when only some "
+                            "users cascade (IIPS is then biased on the cascading users' sessions)")
     claims += _paired_claim(records, "aips_chosen", "rips", mixed, "value", "Kiyohara et al. KDD'23 §5–6",
                             "AIPS with each user's behaviour chosen from the logged data has a smaller error than "
                             "RIPS when only some users cascade (here chosen per user by a cross-fitted test of DCG "
