@@ -77,7 +77,7 @@ class ArenaConfig:
     temperatures: tuple[float, ...] = (0.5, 2.0)      # the Plackett–Luce logger's temperatures T
     epsilons: tuple[float, ...] = (0.05, 0.3)         # the ε-greedy logger's exploration ε (around Sort)
     sessions: tuple[int, ...] = (1_000, 10_000)       # log sizes N (nested: the first N of each log)
-    replications: int = 16                            # independent logs per (behaviour, A, T)
+    replications: int = 20                            # independent logs per (behaviour, A, T)
     contexts: int = 100                               # users X (uniform activity)
     feed_length: int = 5                              # K
     m: tuple[float, ...] = (2.0, 10.0, 100.0, math.inf)  # clipping values of every estimator
@@ -170,4 +170,4 @@ STUDY = Study(
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 420, "paper": 4800})
+    expected_seconds={"smoke": 45, "default": 520, "paper": 4800})
