@@ -110,8 +110,9 @@ def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
 
 
 #: the estimators from the weakest assumption to the strongest (SLOPE's order of increasing bias and
-#: decreasing variance): the whole viewed ranking (SIPS), the items above each rank (RIPS), each
-#: item alone under the position-based model (the DCG family); an estimator missing here comes last
+#: decreasing variance): the whole viewed ranking (SIPS), the items above each rank (RIPS), those
+#: for the cascading users and the item alone for the others (AIPS), each item alone under the
+#: position-based model (the DCG family); an estimator missing here comes last
 ASSUMPTION_ORDER = ("sips", "snsips", "sips_beta", "rips", "cascade_dr", "aips", "aips_chosen", "dcg", "dcg_beta",
                     "sndcg", "dr")
 
