@@ -37,6 +37,11 @@ class Reveals:
     r * max_known + L - 1: user r's first L revealed items) and `rest` (the others)."""
     known: sp.csr_matrix
     rest: sp.csr_matrix
+    max_known: int                                  # the largest L revealed
+
+    @property
+    def users(self) -> int:
+        return self.known.shape[0] // self.max_known
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,12 @@ def sources(config: FoldInConfig) -> list[str]:
     """The data sources of a run: the simulated world, and each real data set whose file exists."""
     return [SIMULATED] + [name for name, path in real_files(config).items()
                           if data_file(path)]
+
+
+def max_known(config: FoldInConfig, source: str) -> int:
+    """The largest L of a data source's curves: `lastfm_max_known` for HetRec last.fm (its file
+    lists at most 50 artists per user), `max_known` otherwise."""
+    return config.lastfm_max_known if source == LASTFM else config.max_known
 
 
 def _source_key(key: jax.Array, source: str) -> jax.Array:
@@ -120,34 +131,42 @@ def _stacked_reveals(held_out: sp.csr_matrix, positions: np.ndarray, max_known: 
     return csr(is_known), csr(~is_known)
 
 
-def _reveals(key, config: FoldInConfig, held_out: sp.csr_matrix, what: str) -> Reveals:
-    """The stacked reveals of the held-out users with >= max_known + min_rest interactions."""
-    counts = np.diff(held_out.indptr)
-    evaluated = held_out[counts >= config.max_known + config.min_rest]
-    if evaluated.shape[0] < 2:
-        raise ValueError(f"fewer than 2 {what} users have >= max_known + min_rest = "
-                         f"{config.max_known + config.min_rest} interactions; lower max_known")
-    return Reveals(*_stacked_reveals(evaluated, _reveal_positions(key, evaluated),
-                                     config.max_known))
+def _reveals(key, held_out: sp.csr_matrix, reveals: int, what: str) -> Reveals:
+    """The stacked reveals L = 1 .. `reveals` of the held-out users (each has more interactions)."""
+    if held_out.shape[0] < 2:
+        raise ValueError(f"{what}: fewer than 2 users; raise held_out_fraction / "
+                         "validation_fraction or lower max_known")
+    return Reveals(*_stacked_reveals(held_out, _reveal_positions(key, held_out), reveals), reveals)
 
 
 def prepare(key: jax.Array, config: FoldInConfig, source: str) -> Source:
     """A data source's positives split for both protocols; `key` is `_source_key` (fold_in 0:
     held-out users, 1: test reveal order, 3: weak split, 4: validation users among the held-out
-    ones, 5: validation reveal order; 2 is the models')."""
+    ones, 5: validation reveal order; 2 is the models').
+
+    The held-out users (test and validation) are drawn among the eligible users, those with at
+    least L + min_rest interactions (L = `max_known` of the source), so every point of a curve
+    averages the same users; every other user trains."""
     observed = _positives(key, config, source)
+    reveals = max_known(config, source)
+    eligible = np.diff(observed.indptr) >= reveals + config.min_rest
+    if eligible.sum() < 4:
+        raise ValueError(f"{source}: only {eligible.sum()} users have >= L + min_rest = "
+                         f"{reveals + config.min_rest} interactions; lower max_known"
+                         + (" / lastfm_max_known" if source == LASTFM else "") + " or min_rest")
     held = config.held_out_fraction + config.validation_fraction
-    users = missing.split_users(jax.random.fold_in(key, 0), observed, held)
+    users = missing.split_users(jax.random.fold_in(key, 0), observed[eligible], held)
     held_out = missing.split_users(jax.random.fold_in(key, 4), users.held_out,
                                    config.validation_fraction / held)
+    training = sp.vstack([observed[~eligible], users.train], format="csr")
     weak = missing.split_per_user(
-        jax.random.fold_in(key, 3), users.train,
+        jax.random.fold_in(key, 3), training,
         (1 - config.stop_fraction - config.weak_test_fraction, config.stop_fraction,
          config.weak_test_fraction), n_folds=1)[0]
-    return Source(test=_reveals(jax.random.fold_in(key, 1), config, held_out.train,
-                                f"{source}: test"),
-                  validation=_reveals(jax.random.fold_in(key, 5), config, held_out.held_out,
-                                      f"{source}: validation"),
+    return Source(test=_reveals(jax.random.fold_in(key, 1), held_out.train, reveals,
+                                f"{source}: test users"),
+                  validation=_reveals(jax.random.fold_in(key, 5), held_out.held_out, reveals,
+                                      f"{source}: validation users"),
                   weak_train=weak.train, weak_stop=weak.valid, weak_test=weak.test)
 
 
@@ -255,11 +274,11 @@ def _block_scorer(score, histories: sp.csr_matrix):
 
 
 def _strong(config: FoldInConfig, score, reveals: Reveals) -> np.ndarray:
-    """NDCG@k of every evaluated user (row) at every L (column).  f64[R, max_known]."""
+    """NDCG@k of every evaluated user (row) at every L (column).  f64[R, reveals.max_known]."""
     spec = f"ndcg@{config.k}"
     return metrics.evaluate(_block_scorer(score, reveals.known), reveals.rest,
                             exclude=reveals.known, metrics=(spec,))[spec].reshape(
-                                -1, config.max_known)
+                                -1, reveals.max_known)
 
 
 #: validation MANDCG values equal to this many decimals are ties (far below their standard
@@ -326,7 +345,7 @@ def _evaluated_rows(config, cell, source: Source, point, model: models.Model) ->
     spec = f"ndcg@{config.k}"
     weak = metrics.evaluate(_block_scorer(score, source.weak_train), source.weak_test,
                             exclude=source.weak_train, metrics=(spec,))[spec]
-    samples = [("strong", "ndcg", j + 1, strong[:, j]) for j in range(config.max_known)]
+    samples = [("strong", "ndcg", j + 1, strong[:, j]) for j in range(strong.shape[1])]
     samples += [("strong", "mandcg", 0, strong.mean(axis=1)),
                 ("weak", "ndcg", 0, weak[np.isfinite(weak)])]
     return [_row(config, cell, point, _best_budget(model), protocol, measure, reveals, values)

@@ -150,6 +150,35 @@ def test_reveal_positions_are_a_permutation_within_each_row():
         assert sorted(part) == list(range(len(part)))
 
 
+@pytest.mark.parametrize("source", ["simulated", "hetrec-lastfm"])
+def test_held_out_users_are_drawn_among_the_eligible_ones_and_every_other_user_trains(monkeypatch, source):
+    """Users with >= L + min_rest interactions (L: max_known, lastfm_max_known on HetRec) are
+    split into test and validation users by the configured shares; every other user trains."""
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(2, 30, size=200)
+    observed = sp.csr_matrix([[j < n for j in range(40)] for n in sizes])
+    monkeypatch.setattr(fold, "_positives", lambda key, config, name: observed)
+    config = dataclasses.replace(TINY, max_known=12, lastfm_max_known=6, min_rest=3,
+                                 held_out_fraction=0.5, validation_fraction=0.2)
+    L = 6 if source == "hetrec-lastfm" else 12
+    assert fold.max_known(config, source) == L
+    prepared = fold.prepare(jax.random.key(1), config, source)
+    eligible = int((sizes >= L + 3).sum())
+    test, validation = prepared.test, prepared.validation
+    assert test.max_known == validation.max_known == L
+    assert test.users == round(0.5 * eligible) and validation.users == round(0.2 * eligible)
+    held_sizes = []
+    for reveals in (test, validation):                  # row r*L + L-1: all L revealed, the rest left
+        full = reveals.known[L - 1::L] + reveals.rest[L - 1::L]
+        held_sizes += np.diff(full.indptr).tolist()
+    assert min(held_sizes) >= L + 3
+    trained = prepared.weak_train + prepared.weak_stop + prepared.weak_test
+    remaining = list(sizes)
+    for n in held_sizes:
+        remaining.remove(n)
+    assert sorted(np.diff(trained.indptr)) == sorted(remaining)
+
+
 def test_stacked_reveals_hold_every_L_nested():
     """Row r * max_known + L - 1 reveals user r's items at positions < L; the rest are the others."""
     held_out = _train(3)
@@ -378,7 +407,7 @@ def test_every_config_field_is_documented():
                if not name.startswith("world."))
 
 
-@pytest.mark.parametrize("overrides", [{"max_known": 0}, {"held_out_fraction": 1.0},
+@pytest.mark.parametrize("overrides", [{"max_known": 0}, {"lastfm_max_known": 0}, {"held_out_fraction": 1.0},
                                        {"held_out_fraction": 0.6, "validation_fraction": 0.4},
                                        {"ials_l2s": (0.0,)}, {"level": 1.5}, {"pairs": 0},
                                        {"batch_size": 0}, {"ials_sweeps": 0}, {"knn_ks": ()},
@@ -387,6 +416,12 @@ def test_every_config_field_is_documented():
 def test_config_rejects_bad_values(overrides):
     with pytest.raises(ConfigError, match=next(iter(overrides))):
         dataclasses.replace(study.PRESETS["default"], **overrides)
+
+
+def test_too_few_eligible_users_name_the_setting_to_lower(monkeypatch):
+    monkeypatch.setattr(fold, "_positives", lambda key, config, name: _train(users=10, items=12))
+    with pytest.raises(ValueError, match="hetrec-lastfm: only 0 users .* lower max_known / lastfm_max_known"):
+        fold.prepare(jax.random.key(0), dataclasses.replace(TINY, lastfm_max_known=20), "hetrec-lastfm")
 
 
 def test_real_data_cell_only_when_the_file_exists():
