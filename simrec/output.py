@@ -1,5 +1,6 @@
 """Writing a run's outputs: atomic files with the usual permissions, tables as CSV + Markdown +
-LaTeX, figures as PNG, the staged-and-swapped output folder with its lock, and the results index."""
+LaTeX, figures as PNG, the staged-and-swapped output folder with its lock, the results index and
+the claims page gathered from every study's claims table."""
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +9,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["RESULTS", "RUNS", "OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
-           "atomic_write_text", "write_table", "write_figure", "write_results_index"]
+           "atomic_write_text", "write_table", "write_figure", "write_results_index", "claims_page"]
 
 
 #: the committed results (one folder per study and preset, indexed by results/README.md) and the
@@ -242,7 +244,8 @@ def _wall_time(manifest: dict) -> str:
 
 
 def write_results_index(root: Path | str) -> Path:
-    """(Re)write ``root/README.md``: one row per study folder below ``root`` that has a manifest."""
+    """(Re)write ``root/README.md``, one row per study folder below ``root`` that has a manifest,
+    and ``root/claims.md`` (`claims_page`)."""
     root = Path(root)
     rows = []
     for manifest_path in sorted(root.glob("*/manifest.json")):
@@ -260,8 +263,87 @@ def write_results_index(root: Path | str) -> Path:
             "--preset paper --out results/STUDY_paper`). Regenerate one "
             "with `simrec run STUDY` (or all with `simrec run all`); each folder's `manifest.json` "
             "holds the exact config, seed, package versions, git commit and wall time, and "
-            "`records.csv` the tidy records every table is computed from.", "",
+            "`records.csv` the tidy records every table is computed from. Every claim of a source "
+            "that a study checks, with its verdict, is gathered in [claims.md](claims.md).", "",
             "| study | what it shows | preset | seed | wall time | tables | figures |",
             "|---|---|---|---|---|---|---|", *rows]
     atomic_write_text(root / "README.md", "\n".join(text) + "\n")
+    atomic_write_text(root / "claims.md", claims_page(root))
     return root / "README.md"
+
+
+#: where a claim's source names the part of the work it cites (``Lim et al. RecSys'15, Table 1``,
+#: ``Kiyohara et al. WSDM'22 §3; ...``): the work is the text before it
+_SECTION = re.compile(r",?\s*(?:§|;|\b(?:Table|Fig|Lemma|Thm|App|Eq|Alg)\b)")
+#: a table or figure named in a claim's evidence
+_OUTPUT_NAME = re.compile(r"\b(?:table|fig)_\w+")
+
+
+def _work(source: str) -> str:
+    """The cited work of a claim's source, without the part of it (`_SECTION`)."""
+    return _SECTION.split(source, maxsplit=1)[0].strip()
+
+
+def _evidence(folder: Path, where: str) -> str:
+    """A claim's evidence (free text naming tables and figures) with a link to the study's README
+    and to every named table (.md) or figure (.png) that its folder holds."""
+    def link(match: re.Match) -> str:
+        name = match.group(0)
+        for suffix in (".md", ".png"):
+            if (folder / (name + suffix)).exists():
+                return f"[{name}]({folder.name}/{name}{suffix})"
+        return name
+    return f"[{folder.name}]({folder.name}/README.md)" + (f": {_OUTPUT_NAME.sub(link, where)}" if where else "")
+
+
+def claims_page(root: Path | str) -> str:
+    """The claims page (``results/claims.md``): every row of the ``table_claims.csv`` of every
+    study folder below ``root`` run at its default preset (paper-preset folders repeat those claims
+    at another scale and are left out), grouped by the cited work (most claims first): a count of
+    verdicts per work, then per work each claim with the source's number, ours with its standard
+    error, the verdict and links to the study and the tables that hold the evidence."""
+    import pandas as pd
+    from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE
+
+    root = Path(root)
+    frames = []
+    for manifest_path in sorted(root.glob("*/manifest.json")):
+        folder = manifest_path.parent
+        if json.loads(manifest_path.read_text()).get("preset") != "default" or \
+                not (folder / "table_claims.csv").exists():
+            continue
+        table = pd.read_csv(folder / "table_claims.csv", keep_default_na=False, dtype=str).rename(
+            columns={"source's number": "source_value"})
+        evidence = [_evidence(folder, where) for where in table.evidence]
+        frames.append(table.assign(work=table.source.map(_work), study=folder.name, link=evidence))
+    lines = ["# Claims", "", "Every claim of a source that a study of this repository checks, gathered "
+             "from the committed `table_claims` of each study at its default preset; each study's "
+             "README gives the setting, the mechanism behind a verdict and the caveats. Regenerated "
+             "with the results index (`simrec run STUDY --publish`).", ""]
+    if not frames:
+        return "\n".join(lines + ["No study folder holds a claims table yet.", ""])
+    claims = pd.concat(frames, ignore_index=True)
+    works = claims.work.value_counts(sort=False).sort_values(ascending=False, kind="stable").index
+    counts = pd.crosstab(claims.work, claims.verdict).reindex(index=works, columns=list(CLAIM_VERDICTS),
+                                                                fill_value=0)
+    cell = lambda text: str(text).replace("|", r"\|")  # noqa: E731 - a literal pipe ends a cell
+    lines += ["| work | " + " | ".join(CLAIM_VERDICTS) + " | claims | studies |",
+              "|---|" + "---:|" * (len(CLAIM_VERDICTS) + 1) + "---|"]
+    for work in works:
+        studies = ", ".join(f"[{s}]({s}/README.md)" for s in dict.fromkeys(claims.study[claims.work == work]))
+        lines.append(f"| {cell(work)} | " + " | ".join(str(n) for n in counts.loc[work])
+                     + f" | {counts.loc[work].sum()} | {studies} |")
+    lines.append("| all | " + " | ".join(str(n) for n in counts.sum()) + f" | {len(claims)} | |")
+    lines += ["", "Verdicts: reproduced (the claim holds here), not reproduced (it fails here; the "
+              "study's README says by which mechanism or in which setting), tie (neither side beyond "
+              "the rule), differs in setting (our setting cannot match the source's), not testable. "
+              "The rule for a difference: " + VERDICT_RULE + ".", ""]
+    for work in works:
+        part = claims[claims.work == work]
+        lines += [f"## {work}", "", "| claim | source's number | ours | SE | verdict | evidence |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {cell(row.source[len(work):].strip(' ,;') + ': ' if row.source != work else '')}"
+                  f"{cell(row.claim)} | {cell(row.source_value)} | {cell(row.ours)} | {cell(row.SE)} | "
+                  f"{row.verdict} | {row.link} |" for row in part.itertuples(index=False)]
+        lines.append("")
+    return "\n".join(lines)

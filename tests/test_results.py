@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from simrec import cli, provenance
+from simrec import cli, output, provenance
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 FOLDERS = sorted(p for p in RESULTS.iterdir() if (p / "manifest.json").is_file()) if RESULTS.is_dir() else []
@@ -28,6 +28,14 @@ def _check(folder: Path) -> provenance.FolderStatus:
 
 def test_every_study_has_committed_default_results():
     assert {p.name for p in FOLDERS} >= set(cli.studies())
+
+
+def test_the_committed_claims_page_is_the_committed_claims_tables():
+    if not FOLDERS:
+        pytest.skip("no committed results")
+    assert (RESULTS / "claims.md").read_text() == output.claims_page(RESULTS), (
+        "results/claims.md is not what the committed claims tables give: rewrite it with "
+        "`python -c \"from simrec import output; output.write_results_index('results')\"`")
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import output, runner
+from simrec import output, reporting, runner
 from simrec.runner import ConfigError, OutputError, RecordError, Report, Study
 
 
@@ -287,6 +287,39 @@ def test_results_index_lists_every_study_folder(tmp_path):
     index = runner.write_results_index(tmp_path).read_text()
     assert "| [toy](toy/README.md) | a toy study | smoke | 0 |" in index
     assert "[table_toy](toy/table_toy.md)" in index and "[fig_toy](toy/fig_toy.png)" in index
+
+
+def _claims_folder(root, name: str, preset: str, rows: list[tuple[str, str, str]], files=()):
+    """A study folder with a manifest and a claims table of (source, verdict, evidence) rows."""
+    folder = root / name
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({"study": name, "preset": preset, "seed": 0,
+                                                      "wall_time_s": 1.0, "files": []}))
+    pd.DataFrame([(source, f"claim {i}", "1.0", "0.9", "0.1", verdict, where)
+                  for i, (source, verdict, where) in enumerate(rows)],
+                 columns=list(reporting.CLAIM_COLUMNS)).to_csv(folder / "table_claims.csv", index=False)
+    for file in files:
+        (folder / file).write_text("")
+
+
+def test_the_claims_page_gathers_every_default_presets_claims_by_cited_work(tmp_path):
+    _claims_folder(tmp_path, "alpha", "default", [("Lim et al. RecSys'15, Table 1", "reproduced", "table_a"),
+                                                  ("Lim et al. RecSys'15 §2", "tie", "table_a, fig_b (left)"),
+                                                  ("Other, Some note", "not reproduced", "")],
+                   files=("table_a.md", "fig_b.png"))
+    _claims_folder(tmp_path, "beta", "default", [("Lim et al. RecSys'15, Thm 1", "reproduced", "table_gone")])
+    _claims_folder(tmp_path, "beta_paper", "paper", [("Lim et al. RecSys'15, Thm 1", "tie", "")])
+    runner.write_results_index(tmp_path)
+    page = (tmp_path / "claims.md").read_text()
+    assert page == output.claims_page(tmp_path)
+    head = "| Lim et al. RecSys'15 | 2 | 0 | 1 | 0 | 0 | 3 | [alpha](alpha/README.md), [beta](beta/README.md) |"
+    assert head in page and "| Other, Some note | 0 | 1 | 0 | 0 | 0 | 1 | [alpha](alpha/README.md) |" in page
+    assert page.index(head) < page.index("| Other, Some note |")          # most claims first
+    assert "| all | 2 | 1 | 1 | 0 | 0 | 4 | |" in page                    # the paper preset is left out
+    assert "| §2: claim 1 | 1.0 | 0.9 | 0.1 | tie | [alpha](alpha/README.md): [table_a](alpha/table_a.md), " \
+           "[fig_b](alpha/fig_b.png) (left) |" in page
+    assert "| Thm 1: claim 0 | 1.0 | 0.9 | 0.1 | reproduced | [beta](beta/README.md): table_gone |" in page
+    assert "[claims.md](claims.md)" in (tmp_path / "README.md").read_text()
 
 
 # ---- the cache ------------------------------------------------------------------------------

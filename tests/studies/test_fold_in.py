@@ -366,6 +366,8 @@ def test_claims_decide_the_notes_statements_by_the_verdict_rule():
     assert fold_in.ours == pytest.approx(0.01) and fold_in.verdict == "tie"
     assert area.verdict == "reproduced" and area.ours < 1e-12
     assert size.verdict == "differs in setting" and size.ours == "d 40"
+    table["evaluated users"] = rep.NOTE_TEST_USERS // 2                # half the note's test set
+    assert rep.claims(config, table, curves, crossings)[-1].verdict == "reproduced"
 
 
 def test_lastfm_positives_are_listened_artists_with_enough_listeners(tmp_path, monkeypatch):
