@@ -70,26 +70,48 @@ def check_users(users, n_users: int) -> np.ndarray:
 class PositiveSets:
     """The observed positives O⁺ᵤ in CSR form on the device.
 
-    indptr: i32[U+1], indices: i32[nnz] (sorted within each row), active_users: i32[A] (users with
-    at least one positive); n_items and max_degree (largest |O⁺ᵤ|) are static.
+    indptr: i32[U+1], indices: i32[P] (sorted within each row; entries from nnz on are padding),
+    active_users: i32[A'] (the users with at least one positive, then padding), nnz: i32[] and
+    n_active: i32[] (the real lengths); n_items and max_degree (an upper bound of the largest
+    |O⁺ᵤ| of the form 2ᵏ − 1) are static. The padded lengths P and A' are powers of two, so
+    training data of one catalogue that differ a little in size (the folds or splits of one data
+    set) share every compiled program: the samplers read only the real entries, and draw exactly
+    what they would draw from unpadded arrays.
     """
     indptr: jax.Array
     indices: jax.Array
     active_users: jax.Array
+    nnz: jax.Array
+    n_active: jax.Array
     n_items: int = field(metadata=dict(static=True))
     max_degree: int = field(metadata=dict(static=True))
 
 
+def _power_of_two(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _padded(values: np.ndarray) -> jax.Array:
+    """i32 device copy of `values` followed by zeros up to a power-of-two length."""
+    out = np.zeros(_power_of_two(values.size), np.int32)
+    out[:values.size] = values
+    return jnp.asarray(out)
+
+
 def positive_sets(train) -> PositiveSets:
-    """Device copy of a validated positives matrix (see `as_positive_csr`)."""
+    """Device copy of a validated positives matrix (see `as_positive_csr`), padded (`PositiveSets`)."""
     csr = as_positive_csr(train)
     degree = np.diff(csr.indptr)
+    active = np.flatnonzero(degree > 0)
     return PositiveSets(
         indptr=jnp.asarray(csr.indptr, jnp.int32),
-        indices=jnp.asarray(csr.indices, jnp.int32),
-        active_users=jnp.asarray(np.flatnonzero(degree > 0), jnp.int32),
+        indices=_padded(csr.indices),
+        active_users=_padded(active),
+        nnz=jnp.int32(csr.nnz),
+        n_active=jnp.int32(active.size),
         n_items=int(csr.shape[1]),
-        max_degree=int(degree.max()),
+        max_degree=_power_of_two(int(degree.max()) + 1) - 1,
     )
 
 
@@ -99,7 +121,7 @@ def sample_pairs(key: jax.Array, sets: PositiveSets, batch_size: int) -> tuple[j
     Returns users: i32[batch_size], positives: i32[batch_size].
     """
     user_key, item_key = jax.random.split(key)
-    pick = jax.random.randint(user_key, (batch_size,), 0, sets.active_users.shape[0])
+    pick = jax.random.randint(user_key, (batch_size,), 0, sets.n_active)
     users = sets.active_users[pick]
     start, stop = sets.indptr[users], sets.indptr[users + 1]
     offsets = jax.random.randint(item_key, (batch_size,), 0, stop - start)
@@ -112,7 +134,7 @@ def sample_positives(key: jax.Array, sets: PositiveSets,
     user is drawn with probability |O⁺ᵤ|/nnz (LightFM's visiting rate of one per positive and epoch;
     Lim draw u uniformly instead, `sample_pairs`). Returns users: i32[batch_size], positives:
     i32[batch_size]."""
-    entry = jax.random.randint(key, (batch_size,), 0, sets.indices.shape[0])
+    entry = jax.random.randint(key, (batch_size,), 0, sets.nnz)
     users = jnp.searchsorted(sets.indptr, entry, side="right") - 1
     return users.astype(jnp.int32), sets.indices[entry]
 
@@ -124,7 +146,8 @@ SAMPLINGS = {"user": sample_pairs, "positive": sample_positives}
 
 
 def search_steps(max_degree: int) -> int:
-    """Iterations a bisection over a sorted row of length <= max_degree needs: ceil(log2(max_degree + 1))."""
+    """Iterations a bisection over a sorted row of length <= max_degree needs: ceil(log2(max_degree + 1))
+    (extra iterations change nothing: the bisection has converged)."""
     return max(1, int(max_degree).bit_length())
 
 

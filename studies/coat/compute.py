@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,8 +74,13 @@ class Shared:
     coat: data.Coat | None
 
 
+#: the `split` of the cell (and records) that pools every split: values averaged over the splits
+POOLED = -1
+
+
 def cells(config: CoatConfig) -> list[dict]:
-    return [{"split": s} for s in range(config.splits)] if _coat_present(config) else []
+    """One cell per random split, then the pooled cell (`POOLED`), when the data are present."""
+    return [{"split": s} for s in (*range(config.splits), POOLED)] if _coat_present(config) else []
 
 
 def _coat_present(config: CoatConfig) -> bool:
@@ -324,16 +330,18 @@ def _sizes(coat: data.Coat, part: Split, config: CoatConfig) -> dict[str, float]
             "users with relevant MCAR": int((np.diff(_positives(coat.test, config).indptr) > 0).sum())}
 
 
-def compute(key, config: CoatConfig, cell: dict, shared: Shared) -> list[dict]:
-    """One split: tune, select and refit every model; evaluate it under every protocol (user means
-    over all users and over each of `parts` user parts); Kendall's τ of every offline protocol x
-    metric against both MCAR truths, with bootstrap intervals."""
-    coat, root = shared.coat, cell_key(key, cell)
+def split_values(key, config: CoatConfig, coat: data.Coat, index: int) -> tuple[list[dict], dict]:
+    """Split `index` (key ``cell_key(key, {"split": index})``): tune, select and refit every model
+    and evaluate it under every protocol. Returns (records: the data sizes, the tuning, the
+    selection and the user means over all users and over each of `parts` user parts; values:
+    {(protocol, metric): per-user values f64[M, U] of the models in `MODELS` order})."""
+    cell = {"split": index}
+    root = cell_key(key, cell)
     part = split(jax.random.fold_in(root, 0), config, coat.train)
     out = [_record(cell, "data", name, value) for name, value in _sizes(coat, part, config).items()]
     fit_key, parts_key = jax.random.fold_in(root, 1), jax.random.fold_in(root, 2)
     protocol_settings = settings(config, coat, part)
-    values = {}                                           # (protocol, metric) -> f64[M, U]
+    values = {}
     for name in MODELS:
         tuning = tune(fit_key, config, name, part)
         chosen, budget = tuning.selection, tuning.best.budget
@@ -356,21 +364,42 @@ def compute(key, config: CoatConfig, cell: dict, shared: Shared) -> list[dict]:
                 means = stats.part_means(per_user, user_part, config.parts)
                 out += [_record(cell, "model", metric, v, model=name, protocol=protocol, cutoff=n,
                                 user_part=k) for k, v in enumerate(means)]
-    bootstrap_key = jax.random.fold_in(root, 3)           # one resample set for every comparison
-    draws = {}                                            # unweighted protocol -> [f64[B] per metric]
-    memo = {}                                             # τ-b per multiset of rank pairs
+    return out, {pair: np.stack(rows) for pair, rows in values.items()}
+
+
+def _agreement_records(key, config: CoatConfig, cell: dict, values: dict) -> list[dict]:
+    """Kendall's τ of every offline protocol x metric against both MCAR truths with its bootstrap
+    interval (one resample set for every comparison, from `key`), and per truth and unweighted
+    protocol the bootstrap draws of τ averaged over the metrics (part "bootstrap": paired over
+    the protocols, as they share the resamples)."""
+    out, draws, memo = [], {}, {}                         # memo: τ-b per multiset of rank pairs
     for (protocol, metric), offline in values.items():
         if protocol in (TRUTH, TRUTH_RANDOM):
             continue
         for truth in (TRUTH, TRUTH_RANDOM):
-            tau, low, high, taus = agreement(bootstrap_key, config, np.stack(offline),
-                                             np.stack(values[truth, metric]), memo)
+            tau, low, high, taus = agreement(key, config, offline, values[truth, metric], memo)
             out.append(_record(cell, "agreement", metric, tau, protocol=protocol, truth=truth,
                                low=low, high=high))
-            if truth == TRUTH and protocol in UNWEIGHTED:
-                draws.setdefault(protocol, []).append(taus)
-    for protocol, taus in draws.items():                  # paired over protocols: same resamples
-        out += [_record(cell, "bootstrap", MEAN_TAU, v, protocol=protocol, truth=TRUTH,
+            if protocol in UNWEIGHTED:
+                draws.setdefault((protocol, truth), []).append(taus)
+    for (protocol, truth), taus in draws.items():
+        out += [_record(cell, "bootstrap", MEAN_TAU, v, protocol=protocol, truth=truth,
                         user_part=b) for b, v in enumerate(np.mean(taus, axis=0))]
     return out
 
+
+def compute(key, config: CoatConfig, cell: dict, shared: Shared) -> list[dict]:
+    """A split's cell: its `split_values` records and the agreement of its values with both MCAR
+    truths (`_agreement_records`). The pooled cell (`POOLED`): every split's values again (the fits
+    come from the store of fits, where the split cells left them), averaged per user over the
+    splits, and their agreement: the models' values pooled before τ, so split-to-split noise in
+    the fits does not pull τ towards 0 as averaging the splits' τ does."""
+    bootstrap_key = jax.random.fold_in(cell_key(key, cell), 3)
+    if cell["split"] != POOLED:
+        out, values = split_values(key, config, shared.coat, cell["split"])
+        return out + _agreement_records(bootstrap_key, config, cell, values)
+    per_split = [split_values(key, config, shared.coat, s)[1] for s in range(config.splits)]
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)     # a user without a value in any split
+        pooled = {pair: np.nanmean([values[pair] for values in per_split], axis=0) for pair in per_split[0]}
+    return _agreement_records(bootstrap_key, config, cell, pooled)

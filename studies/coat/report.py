@@ -13,7 +13,9 @@ from simrec import data, reporting, stats
 from simrec.datafiles import skipped_note
 from simrec.runner import Report
 from simrec_studies.coat.compute import (A1, A1_IPS, A2, A2_IPS, ALL_USERS, B, IPS_METRICS, METRICS, MODELS,
-                                         OFFLINE, TRUTH, TRUTH_RANDOM, UNWEIGHTED, interval)
+                                         OFFLINE, POOLED, TRUTH, TRUTH_RANDOM, UNWEIGHTED, interval)
+
+TRUTHS = (TRUTH, TRUTH_RANDOM)
 
 if TYPE_CHECKING:
     from simrec_studies.coat import CoatConfig
@@ -59,18 +61,22 @@ def _winner(difference: np.ndarray, names: tuple[str, str], z: float) -> str:
 
 
 def agreement_table(records: pd.DataFrame, flips: pd.DataFrame) -> pd.DataFrame:
-    """Per offline protocol x metric x truth: τ and its bootstrap interval averaged over the
-    splits, τ's range over the splits, and the noise-aware inversions summed over the splits."""
+    """Per MCAR truth x offline protocol x metric: τ of the pooled values (each model's per-user
+    values averaged over the splits first) with its bootstrap interval over users; the mean,
+    smallest and largest τ of the single splits; and the noise-aware inversions summed over the
+    splits."""
     tau = records[records.part == "agreement"]
-    summary = tau.groupby(["truth", "protocol", "metric"], sort=False).agg(
-        tau=("value", "mean"), ci_low=("low", "mean"), ci_high=("high", "mean"),
-        tau_min=("value", "min"), tau_max=("value", "max"), splits=("value", "size"))
-    counted = flips.groupby(["truth", "protocol", "metric"], sort=False)[
+    keys = ["truth", "protocol", "metric"]
+    pooled = tau[tau.split == POOLED].set_index(keys)[["value", "low", "high"]].rename(
+        columns={"value": "tau"})
+    single = tau[tau.split != POOLED].groupby(keys, sort=False).agg(
+        split_tau=("value", "mean"), split_tau_min=("value", "min"), split_tau_max=("value", "max"),
+        splits=("value", "size"))
+    counted = flips.groupby(keys, sort=False)[
         ["offline decided", "truth decided", "both decided", "inverted"]].sum()
-    out = summary.join(counted).reset_index()
-    rank = {name: i for i, name in enumerate((TRUTH, TRUTH_RANDOM, *OFFLINE, *METRICS))}
-    return out.sort_values(["truth", "protocol", "metric"],
-                           key=lambda column: column.map(rank)).reset_index(drop=True)
+    out = pooled.join(single).join(counted).reset_index()
+    rank = {name: i for i, name in enumerate((*TRUTHS, *OFFLINE, *METRICS))}
+    return out.sort_values(keys, key=lambda column: column.map(rank)).reset_index(drop=True)
 
 
 def values_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -82,18 +88,17 @@ def values_table(records: pd.DataFrame) -> pd.DataFrame:
 
 def protocol_differences(config: CoatConfig, agree: pd.DataFrame,
                          records: pd.DataFrame) -> pd.DataFrame:
-    """The unweighted protocol with the highest mean τ over the metrics vs the MCAR truth (τ
-    averaged over splits) against each other one: the difference of mean τ and its paired
-    percentile bootstrap interval at `level` (resample b of every protocol shares its users; the
-    split means of resample b are averaged over the splits, whose resamples are independent). A
-    difference is significant when its interval excludes 0."""
-    main = agree[(agree.truth == TRUTH) & agree.protocol.isin(UNWEIGHTED)]
-    best = main.groupby("protocol").tau.mean().reindex(UNWEIGHTED).idxmax()
+    """Per MCAR truth, the unweighted protocol with the highest mean τ over the metrics (pooled
+    values) against each other one: the difference of mean τ and its paired percentile bootstrap
+    interval at `level` (`_lead`). A difference is significant when its interval excludes 0."""
     rows = []
-    for other in (p for p in UNWEIGHTED if p != best):
-        difference, low, high = _lead(config, agree, records, best, other)
-        rows.append({"best": best, "other": other, "difference": difference, "low": low, "high": high,
-                     "significant": "yes" if low > 0 or high < 0 else "no"})
+    for truth in TRUTHS:
+        main = agree[(agree.truth == truth) & agree.protocol.isin(UNWEIGHTED)]
+        best = main.groupby("protocol").tau.mean().reindex(UNWEIGHTED).idxmax()
+        for other in (p for p in UNWEIGHTED if p != best):
+            difference, low, high = _lead(config, agree, records, best, other, truth)
+            rows.append({"truth": truth, "best": best, "other": other, "difference": difference,
+                         "low": low, "high": high, "significant": "yes" if low > 0 or high < 0 else "no"})
     return pd.DataFrame(rows)
 
 
@@ -107,23 +112,26 @@ def selected_table(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _figure(table: pd.DataFrame):
-    main = table[table.truth == TRUTH]
-    figure, axes = reporting.figure(width=8, height=3.8)
-    ax = axes[0, 0]
+    """τ of the pooled values per metric and offline protocol with its bootstrap interval, one
+    panel per MCAR truth."""
+    figure, axes = reporting.figure(1, len(TRUTHS), width=6.5, height=3.8)
     with reporting.theme():
-        labels = [m for m in METRICS if m in set(main.metric)]
-        width = 0.8 / max(len(OFFLINE), 1)
-        for j, protocol in enumerate(OFFLINE):
-            rows = main[main.protocol == protocol].set_index("metric").reindex(labels)
-            x = np.arange(len(labels)) + (j - (len(OFFLINE) - 1) / 2) * width
-            # a percentile interval need not contain the point estimate: draw it as it is
-            ax.vlines(x, rows.ci_low, rows.ci_high, color=f"C{j}", lw=1)
-            ax.plot(x, rows.tau, "o", color=f"C{j}", label=protocol)
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_xticks(np.arange(len(labels)), labels)
-        ax.set_ylim(-1.05, 1.05)
-        ax.set_ylabel(f"Kendall τ vs {TRUTH}")
-        ax.legend(fontsize=7, ncol=3, loc="lower left")
+        for ax, truth in zip(axes[0], TRUTHS):
+            main = table[table.truth == truth]
+            labels = [m for m in METRICS if m in set(main.metric)]
+            width = 0.8 / max(len(OFFLINE), 1)
+            for j, protocol in enumerate(OFFLINE):
+                rows = main[main.protocol == protocol].set_index("metric").reindex(labels)
+                x = np.arange(len(labels)) + (j - (len(OFFLINE) - 1) / 2) * width
+                # a percentile interval need not contain the point estimate: draw it as it is
+                ax.vlines(x, rows.low, rows.high, color=f"C{j}", lw=1)
+                ax.plot(x, rows.tau, "o", color=f"C{j}", label=protocol)
+            ax.axhline(0, color="black", lw=0.8)
+            ax.set_xticks(np.arange(len(labels)), labels)
+            ax.set_ylim(-1.05, 1.05)
+            ax.set_ylabel("Kendall τ (values pooled over splits)")
+            ax.set_title(f"truth: {truth}", fontsize=9)
+            ax.legend(fontsize=7, ncol=3, loc="lower left")
         figure.tight_layout()
     return figure
 
@@ -146,29 +154,30 @@ def report(config: CoatConfig, records: pd.DataFrame) -> Report:
 def claims(config: CoatConfig, agree: pd.DataFrame, records: pd.DataFrame) -> list[reporting.Claim]:
     """Steck's argument (RecSys'13, §3.3): an offline test that ranks all items (a1) or the unrated
     items (a2) reflects what users meet better than one that ranks only their rated test items (b).
-    Here: τ with the MCAR truth, mean over the metrics and splits, of (a1) and of (a2) against (b),
-    with the paired bootstrap interval at `level` over users (`_lead`)."""
+    Here, against each MCAR truth: τ of the pooled values, mean over the metrics, of (a1) and of
+    (a2) against (b), with the paired bootstrap interval at `level` over users (`_lead`)."""
     out = []
-    for protocol in (A1, A2):
-        lead, low, high = _lead(config, agree, records, protocol, B)
-        verdict = "reproduced" if low > 0 else "not reproduced" if high < 0 else "tie"
-        out.append(reporting.Claim(
-            "Steck RecSys'13, §3.3", f"ranking the {'whole catalogue' if protocol == A1 else 'unrated items'} "
-            f"({protocol.split()[0]}) orders models closer to the truth on all items than ranking the rated "
-            "test items (b)", "argued, no number (Netflix has no missing-at-random truth)",
-            f"mean Kendall τ with the MCAR truth {protocol.split()[0]} minus b: {lead:+.2f} "
-            f"[{low:+.2f}, {high:+.2f}] ({config.level:.0%} paired bootstrap over users)",
-            verdict, where="table_agreement"))
+    for truth in TRUTHS:
+        for protocol in (A1, A2):
+            lead, low, high = _lead(config, agree, records, protocol, B, truth)
+            verdict = "reproduced" if low > 0 else "not reproduced" if high < 0 else "tie"
+            out.append(reporting.Claim(
+                "Steck RecSys'13, §3.3", f"ranking the {'whole catalogue' if protocol == A1 else 'unrated items'} "
+                f"({protocol.split()[0]}) orders models closer to the users' truth than ranking the rated "
+                f"test items (b); truth: {truth}", "argued, no number (Netflix has no missing-at-random truth)",
+                f"mean Kendall τ {protocol.split()[0]} minus b: {lead:+.2f} [{low:+.2f}, {high:+.2f}] "
+                f"({config.level:.0%} paired bootstrap over users; values pooled over {config.splits} splits)",
+                verdict, where="table_agreement"))
     return out
 
 
-def _lead(config: CoatConfig, agree: pd.DataFrame, records: pd.DataFrame, protocol: str, other: str):
-    """(mean τ of `protocol` minus that of `other` vs the MCAR truth, low, high): τ averaged over
-    the metrics and splits, and the percentile interval of the same difference over the bootstrap
-    resamples (resample b of every protocol shares its users; `protocol_differences`)."""
-    main = agree[agree.truth == TRUTH]
-    point = main.groupby("protocol").tau.mean()
-    boot = records[records.part == "bootstrap"]
+def _lead(config: CoatConfig, agree: pd.DataFrame, records: pd.DataFrame, protocol: str, other: str,
+          truth: str):
+    """(mean τ of `protocol` minus that of `other` against `truth`, low, high): τ of the pooled
+    values averaged over the metrics, and the percentile interval of the same difference over the
+    pooled cell's bootstrap resamples (resample b of every protocol shares its users)."""
+    point = agree[agree.truth == truth].groupby("protocol").tau.mean()
+    boot = records[(records.part == "bootstrap") & (records.split == POOLED) & (records.truth == truth)]
     draws = boot.pivot_table(index="user_part", columns="protocol", values="value", aggfunc="mean", dropna=False)
     low, high = interval(config, (draws[protocol] - draws[other]).to_numpy())
     return point[protocol] - point[other], low, high
@@ -181,7 +190,7 @@ def _skipped_text(config: CoatConfig) -> str:
 
 def summary_text(config: CoatConfig, records: pd.DataFrame, agree: pd.DataFrame,
                  selected: pd.DataFrame, differences: pd.DataFrame, steck=()) -> str:
-    sizes = records[(records.part == "data") & (records.split == records.split.min())]
+    sizes = records[(records.part == "data") & (records.split == 0)]
     v = sizes.set_index("metric").value
     cutoffs = records[records.metric == "P@N"].groupby("protocol").cutoff.first()
     lines = [f"Coat (Schnabel et al., ICML'16): {int(v['users'])} users x {int(v['items'])} "
@@ -192,51 +201,62 @@ def summary_text(config: CoatConfig, records: pd.DataFrame, agree: pd.DataFrame,
              f"users with one). {config.splits} random splits; relevant = rating >= "
              f"{config.relevant_rating:g}; N = {config.cutoff} over the catalogue, "
              f"{cutoffs[B]} under (b), {cutoffs[TRUTH_RANDOM]} among the random items.", "",
-             f"Kendall τ of each protocol's model ordering ({len(MODELS)} models) with the MCAR "
-             f"truth ({TRUTH}), mean over splits, [mean {config.level:.0%} bootstrap interval "
-             f"over users]; inverted = pairs both decide beyond {config.z:g} SE "
-             f"({config.parts} user parts) but oppositely, summed over splits:", ""]
-    main = agree[agree.truth == TRUTH]
-    for protocol in OFFLINE:
-        rows = main[main.protocol == protocol]
-        cells = "; ".join(f"{r.metric} {r.tau:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}], "
-                          f"{int(r.inverted)}/{int(r['both decided'])} inverted"
-                          for _, r in rows.iterrows())
-        lines.append(f"- {protocol}: {cells}")
-    lines.append("")
-    common = main[main.metric.isin(IPS_METRICS)]
-    by_protocol = main.groupby("protocol", sort=False).tau.mean().reindex(OFFLINE)
-    on_dcg = common.groupby("protocol", sort=False).tau.mean().reindex(OFFLINE)
-    best = differences.best.iloc[0]
-    lines.append("Mean τ over the metrics: " + ", ".join(
-        f"{p} {t:+.2f}" for p, t in by_protocol.items() if t == t) + "; on DCG@N and DCG only "
-        "(where IPS applies): " + ", ".join(f"{p} {t:+.2f}" for p, t in on_dcg.items() if t == t)
-        + ".")
-    leads = "; ".join(f"over {r.other} {r.difference:+.2f} [{r.low:+.2f}, {r.high:+.2f}]"
-                      for r in differences.itertuples())
-    significant = differences[differences.significant == "yes"]
-    if len(significant) == len(differences):
-        strength = "significantly better than each other unweighted protocol"
-    elif len(significant):
-        strength = ("significantly better only than " + ", ".join(significant.other)
-                    + "; its lead over the others is not significant")
-    else:
-        strength = ("not significantly better than the others: the differences between the "
-                    "unweighted protocols are not significant")
-    lines.append(f"Verdict: on Coat the unweighted protocol whose model ordering is closest to the "
-                 f"MCAR truth is {best} (mean τ {by_protocol[best]:+.2f}), {strength} (lead in "
-                 f"mean τ, paired bootstrap {config.level:.0%} interval over users and splits: "
-                 f"{leads}); IPS weighting "
-                 + ("helps" if on_dcg[[A1_IPS, A2_IPS]].max() > on_dcg[[A1, A2]].max() else
-                    "does not help") + " on the DCG metrics it applies to (no test of that "
-                 "difference). Trust it only as far as the intervals allow:")
-    if steck:                  # before the verdict and its caveats
-        leads = [(protocol.split()[0], *_lead(config, agree, records, protocol, B), claim.verdict)
-                 for protocol, claim in zip((A1, A2), steck)]
-        lines.insert(-1, "Steck's argument that ranking all or the unrated items reflects users better than "
+             f"Kendall τ of each protocol's model ordering ({len(MODELS)} models) with each MCAR "
+             f"truth: every model's per-user values are averaged over the {config.splits} splits "
+             f"first (τ of the pooled values, [its {config.level:.0%} bootstrap interval over "
+             "users]), so that the splits' refitting noise, which scrambles each single split's "
+             "ordering, does not pull τ towards 0; (τ averaged over the single splits in "
+             f"parentheses); inverted = pairs both decide beyond {config.z:g} SE ({config.parts} "
+             "user parts) but oppositely, summed over splits. The truths: "
+             f"'{TRUTH}' ranks every coat outside the fit part with the random ratings as the "
+             f"relevant ones; '{TRUTH_RANDOM}' ranks only the user's random coats.", ""]
+    for truth in TRUTHS:
+        main = agree[agree.truth == truth]
+        lines.append(f"Truth {truth}:")
+        for protocol in OFFLINE:
+            rows = main[main.protocol == protocol]
+            cells = "; ".join(f"{r.metric} {r.tau:+.2f} [{r.low:+.2f}, {r.high:+.2f}] ({r.split_tau:+.2f}), "
+                              f"{int(r.inverted)}/{int(r['both decided'])} inverted"
+                              for _, r in rows.iterrows())
+            lines.append(f"- {protocol}: {cells}")
+        lines.append("")
+    ips_better = []
+    for truth in TRUTHS:
+        main = agree[agree.truth == truth]
+        by_protocol = main.groupby("protocol", sort=False).tau.mean().reindex(OFFLINE)
+        by_split = main.groupby("protocol", sort=False).split_tau.mean().reindex(OFFLINE)
+        on_dcg = main[main.metric.isin(IPS_METRICS)].groupby("protocol", sort=False).tau.mean().reindex(OFFLINE)
+        ips_better.append(on_dcg[[A1_IPS, A2_IPS]].max() > on_dcg[[A1, A2]].max())
+        part = differences[differences.truth == truth]
+        best = part.best.iloc[0]
+        leads = "; ".join(f"over {r.other} {r.difference:+.2f} [{r.low:+.2f}, {r.high:+.2f}]"
+                          for r in part.itertuples())
+        significant = part[part.significant == "yes"]
+        if len(significant) == len(part):
+            strength = "significantly better than each other unweighted protocol"
+        elif len(significant):
+            strength = ("significantly better only than " + ", ".join(significant.other)
+                        + "; its lead over the others is not significant")
+        else:
+            strength = "not significantly better than the others"
+        lines.append(f"Against {truth}: mean τ over the metrics " + ", ".join(
+            f"{p} {t:+.2f} ({by_split[p]:+.2f})" for p, t in by_protocol.items() if t == t)
+            + "; on DCG@N and DCG only (where IPS applies): " + ", ".join(
+                f"{p} {t:+.2f}" for p, t in on_dcg.items() if t == t)
+            + f". Closest to this truth among the unweighted protocols: {best} (mean τ "
+            f"{by_protocol[best]:+.2f}), {strength} (lead in mean τ, paired bootstrap "
+            f"{config.level:.0%} interval over users: {leads}).")
+    if steck:                  # `claims` order: per truth, a1 then a2
+        leads = [f"{protocol.split()[0]} against {truth}: "
+                 + "{:+.2f} [{:+.2f}, {:+.2f}]".format(*_lead(config, agree, records, protocol, B, truth))
+                 + f", {claim.verdict}" for (truth, protocol), claim in zip(itertools.product(TRUTHS, (A1, A2)), steck)]
+        lines.append("Steck's argument that ranking all or the unrated items reflects users better than "
                      "ranking only their rated test items (the Claims section), mean τ minus that of b: "
-                     + "; ".join(f"{name} {lead:+.2f} [{low:+.2f}, {high:+.2f}], {verdict}"
-                                 for name, lead, low, high, verdict in leads) + ".")
+                     + "; ".join(leads) + ".")
+    lines.append("IPS weighting " + ("helps" if all(ips_better) else "does not help" if not any(ips_better)
+                                     else "helps against one truth only")
+                 + " on the DCG metrics it applies to (no test of that difference). Trust these "
+                 "verdicts only as far as the intervals allow:")
     lines += [
         f"- {int(v['users'])} users with 16 random ratings each, of which about 3 are relevant "
         f"(and {int(v['users']) - int(v['users with relevant MCAR'])} users have none), so the "

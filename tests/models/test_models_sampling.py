@@ -92,3 +92,26 @@ def test_as_positive_csr_takes_booleans_or_0_1_and_validates():
         as_positive_csr(np.ones(3))
     with pytest.raises(ValueError, match="scipy.sparse"):
         as_positive_csr([[1, 0]])
+
+
+def test_padded_sets_draw_exactly_what_unpadded_arrays_draw_and_share_their_shapes():
+    """`positive_sets` pads indices and active users to powers of two: every sampler reads only the
+    real entries (the same draws as from the bare CSR arrays), and training sets of one catalogue
+    whose sizes differ a little have the same shapes and statics, i.e. one compiled program."""
+    csr = as_positive_csr(_rows(ROWS, 10))
+    active = np.flatnonzero(np.diff(csr.indptr))
+    padded = positive_sets(csr)
+    assert padded.indices.shape == (32,) and padded.active_users.shape == (8,) and padded.max_degree == 15
+    bare = type(padded)(indptr=padded.indptr, indices=jnp.asarray(csr.indices), active_users=jnp.asarray(active),
+                        nnz=jnp.int32(csr.nnz), n_active=jnp.int32(active.size), n_items=10, max_degree=10)
+    users = jnp.asarray(np.repeat(np.arange(len(ROWS)), 50), jnp.int32)
+    for seed in range(3):
+        key = jax.random.key(seed)
+        for draw in (lambda sets: sample_pairs(key, sets, 500), lambda sets: sample_positives(key, sets, 500),
+                     lambda sets: unobserved_items(key, sets, users)):
+            for got, want in zip(draw(padded), draw(bare)):
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    smaller = positive_sets(_rows([r[:-1] if len(r) == 10 else r for r in ROWS], 10))     # nnz 18, max 9
+    same = jax.tree_util.tree_structure(smaller) == jax.tree_util.tree_structure(padded)
+    assert same and [a.shape for a in jax.tree_util.tree_leaves(smaller)] == \
+        [a.shape for a in jax.tree_util.tree_leaves(padded)]

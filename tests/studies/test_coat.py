@@ -25,8 +25,8 @@ report = importlib.import_module("simrec_studies.coat.report")
 
 #: the smoke preset with one point per grid where a grid's selection is not what is checked (MF-RMSE
 #: keeps three λ, so an edge flag is exercised) and fewer bootstrap resamples
-TINY = dataclasses.replace(coat.PRESETS["smoke"], allrank_l2s=(1.0,), allrank_weights=(0.1,), ials_l2s=(1.0,),
-                           ease_l2s=(100.0,), adg_l2s=(0.1,), bootstrap=20)
+TINY = dataclasses.replace(coat.PRESETS["smoke"], splits=2, allrank_l2s=(1.0,), allrank_weights=(0.1,),
+                           ials_l2s=(1.0,), ease_l2s=(100.0,), adg_l2s=(0.1,), bootstrap=20)
 
 
 def coat_like(key: int = 0, n_users: int = 40, n_items: int = 30, n_rated: int = 12,
@@ -67,20 +67,23 @@ def test_smoke_run_on_a_coat_like_folder(smoke_run):
     expected = {(t, p, m) for t in (coat.TRUTH, coat.TRUTH_RANDOM) for p in coat.OFFLINE
                 for m in (coat.IPS_METRICS if "IPS" in p else coat.METRICS)}
     assert set(zip(table.truth, table.protocol, table.metric)) == expected
-    finite = table.dropna(subset=["tau", "ci_low", "ci_high"])
+    finite = table.dropna(subset=["tau", "low", "high", "split_tau"])
     assert len(finite) > len(table) / 2
-    assert ((finite.tau.abs() <= 1) & (finite.ci_low <= finite.ci_high)).all()
+    assert ((finite.tau.abs() <= 1) & (finite.low <= finite.high) & (finite.split_tau.abs() <= 1)).all()
+    assert (table.splits == TINY.splits).all()
     assert (table.inverted <= table["both decided"]).all()
     assert (table["both decided"] <= table[["offline decided", "truth decided"]].min(axis=1)).all()
     selected = pd.read_csv(out / "table_selected.csv", keep_default_na=False)
-    assert list(selected.model) == list(coat.MODELS) and "at grid edge" in selected.columns
+    assert list(selected.model) == list(coat.MODELS) * TINY.splits and "at grid edge" in selected.columns
     records = pd.read_csv(out / "records.csv")
     values = records[(records.part == "model") & (records.user_part == coat.ALL_USERS)]
-    assert set(values.protocol) == set(coat.PROTOCOLS)
+    assert set(values.protocol) == set(coat.PROTOCOLS) and set(values.split) == set(range(TINY.splits))
+    pooled = records[records.split == coat.POOLED]                  # the pooled cell: agreement only
+    assert set(pooled.part) == {"agreement", "bootstrap"} and set(pooled.truth) == {coat.TRUTH, coat.TRUTH_RANDOM}
     readme = (out / "README.md").read_text()
     assert "Verdict" in readme and "Kendall" in readme and "## Claims" in readme
     claims = pd.read_csv(out / "table_claims.csv")
-    assert len(claims) == 2 and set(claims.verdict) <= {"reproduced", "not reproduced", "tie"}
+    assert len(claims) == 4 and set(claims.verdict) <= {"reproduced", "not reproduced", "tie"}
 
 
 def test_each_model_is_refitted_at_the_point_its_tuning_selected(smoke_run):
@@ -89,8 +92,9 @@ def test_each_model_is_refitted_at_the_point_its_tuning_selected(smoke_run):
     budget and the edge flags; a grid of one point is never flagged."""
     records = pd.read_csv(smoke_run / "records.csv", keep_default_na=False)
     for name in coat.MODELS:
-        tuning = records[(records.part == "tuning") & (records.model == name)]
-        (chosen,) = records[(records.part == "selected") & (records.model == name)].itertuples()
+        tuning = records[(records.part == "tuning") & (records.model == name) & (records.split == 0)]
+        (chosen,) = records[(records.part == "selected") & (records.model == name)
+                            & (records.split == 0)].itertuples()
         points = compute.grid(TINY, name)
         assert [compute._point_text(p) for p in points] == list(tuning.point)
         if name == "popularity":
@@ -223,47 +227,72 @@ def test_inversions_count_only_pairs_both_sides_decide():
     assert stats.paired_winner(diff, names=("iALS", "popularity")).winner == stats.TIE
 
 
+def test_the_pooled_cell_takes_tau_of_the_values_averaged_over_the_splits(monkeypatch):
+    """The pooled cell re-evaluates every split and takes τ (and its bootstrap) of each model's
+    per-user values averaged over the splits (a user without a value in a split averages the
+    others): planted values whose single splits disagree with the truth but whose average agrees."""
+    config = dataclasses.replace(coat.PRESETS["smoke"], splits=2, bootstrap=50)
+    truth = np.tile(np.arange(4.0)[:, None], (1, 30))                   # models 0 < 1 < 2 < 3
+    offline = [truth + np.array([[0.0], [3.0], [0.0], [0.0]]), truth + np.array([[0.0], [-3.0], [0.0], [0.0]])]
+    offline[1][2, 5] = np.nan                                           # model 2, user 5: one split only
+    def split_values(key, config, data, index):
+        values = {(protocol, metric): offline[index] for protocol in coat.OFFLINE for metric in coat.METRICS}
+        values |= {(t, metric): truth for t in (coat.TRUTH, coat.TRUTH_RANDOM) for metric in coat.METRICS}
+        return [], values
+    monkeypatch.setattr(compute, "split_values", split_values)
+    rows = pd.DataFrame(compute.compute(jax.random.key(0), config, {"split": coat.POOLED}, compute.Shared(None)))
+    agreement = rows[rows.part == "agreement"]
+    assert set(agreement.split) == {coat.POOLED} and (agreement.value == 1.0).all()
+    singles = [compute.agreement(jax.random.key(0), config, o, truth)[0] for o in offline]
+    assert singles == [pytest.approx(1 / 3), pytest.approx(2 / 3)]           # each split alone swaps models
+    boot = rows[rows.part == "bootstrap"]
+    assert len(boot) == len(coat.UNWEIGHTED) * 2 * config.bootstrap and (boot.value == 1.0).all()
+
+
+def _bootstrap_records(level: dict, spread: dict, shared: np.ndarray, rng, truths=(coat.TRUTH,)) -> pd.DataFrame:
+    """The pooled cell's bootstrap records: resample b of protocol p is level[p] + shared[b] + noise."""
+    return pd.DataFrame([{"split": coat.POOLED, "part": "bootstrap", "protocol": p, "truth": t, "user_part": b,
+                          "value": level[p] + shared[b] + spread[p] * rng.normal()}
+                         for t in truths for p in coat.UNWEIGHTED for b in range(len(shared))])
+
+
 def test_protocol_differences_pair_the_bootstrap_draws_of_the_best_protocol():
     config = coat.PRESETS["smoke"]
     rng = np.random.default_rng(0)
     shared = rng.normal(scale=0.3, size=400)              # common to every protocol: cancels
     level = {coat.A1: 0.1, coat.A2: 0.45, coat.B: 0.5}
     spread = {coat.A1: 0.01, coat.A2: 0.2, coat.B: 0.01}
-    records = pd.DataFrame([
-        {"split": s, "part": "bootstrap", "protocol": p, "user_part": b,
-         "value": level[p] + shared[b] + spread[p] * rng.normal()}
-        for s in range(2) for p in coat.UNWEIGHTED for b in range(200)])
-    agree = pd.DataFrame([{"truth": coat.TRUTH, "protocol": p, "metric": m, "tau": level[p]}
-                          for p in coat.UNWEIGHTED for m in ("MAP", "nDCG")]
-                         + [{"truth": coat.TRUTH_RANDOM, "protocol": coat.A1, "metric": "MAP",
-                             "tau": 1.0}])           # the other truth does not pick the best
-    table = report.protocol_differences(config, agree, records).set_index("other")
-    assert set(table.best) == {coat.B} and set(table.index) == {coat.A1, coat.A2}
-    assert table.difference[coat.A1] == pytest.approx(0.4)
-    assert table.significant[coat.A1] == "yes" and table.significant[coat.A2] == "no"
-    # the difference's draws are averaged over the splits: sd 0.2 / sqrt(2) for A2
-    assert table.low[coat.A2] < 0 < table.high[coat.A2] < 0.05 + 3 * 0.2 / math.sqrt(2)
+    records = _bootstrap_records(level, spread, shared, rng, truths=(coat.TRUTH, coat.TRUTH_RANDOM))
+    records = pd.concat([records, records.assign(split=0, value=0.0)])   # a single split's draws are not read
+    agree = pd.DataFrame([{"truth": t, "protocol": p, "metric": m, "tau": level[p] if t == coat.TRUTH else -level[p]}
+                          for t in (coat.TRUTH, coat.TRUTH_RANDOM) for p in coat.UNWEIGHTED for m in ("MAP", "nDCG")])
+    table = report.protocol_differences(config, agree, records)
+    main = table[table.truth == coat.TRUTH].set_index("other")
+    assert set(main.best) == {coat.B} and set(main.index) == {coat.A1, coat.A2}
+    assert main.difference[coat.A1] == pytest.approx(0.4)
+    assert main.significant[coat.A1] == "yes" and main.significant[coat.A2] == "no"
+    assert main.low[coat.A2] < 0 < main.high[coat.A2] < 0.05 + 3 * 0.2
+    assert set(table[table.truth == coat.TRUTH_RANDOM].best) == {coat.A1}   # each truth its own best
 
 
-def test_the_claim_is_the_lead_of_a1_and_a2_over_b():
+def test_the_claim_is_the_lead_of_a1_and_a2_over_b_against_each_truth():
     """Steck's claim, (a) closer to the MCAR truth than (b): the mean-τ lead and its paired bootstrap
-    interval, the same numbers `protocol_differences` gives for the best protocol."""
+    interval, the same numbers `protocol_differences` gives for the best protocol, per truth."""
     config = coat.PRESETS["smoke"]
     rng = np.random.default_rng(1)
     shared = rng.normal(scale=0.3, size=200)
     level = {coat.A1: 0.6, coat.A2: 0.52, coat.B: 0.5}
-    records = pd.DataFrame([{"split": 0, "part": "bootstrap", "protocol": p, "user_part": b,
-                             "value": level[p] + shared[b] + 0.002 * rng.normal()}
-                            for p in coat.UNWEIGHTED for b in range(200)])
-    agree = pd.DataFrame([{"truth": coat.TRUTH, "protocol": p, "metric": "MAP", "tau": level[p]}
-                          for p in coat.UNWEIGHTED])
-    a1, a2 = report.claims(config, agree, records)
-    assert a1.verdict == "reproduced" and a1.ours.startswith("mean Kendall τ with the MCAR truth a1 minus b: +0.10")
-    assert a2.verdict == "reproduced"                                # +0.02, draws sd 0.003
-    row = report.protocol_differences(config, agree, records).set_index("other").loc[coat.B]
-    assert report._lead(config, agree, records, coat.A1, coat.B) == (row.difference, row.low, row.high)
+    records = _bootstrap_records(level, dict.fromkeys(level, 0.002), shared, rng,
+                                 truths=(coat.TRUTH, coat.TRUTH_RANDOM))
+    agree = pd.DataFrame([{"truth": t, "protocol": p, "metric": "MAP", "tau": level[p]}
+                          for t in (coat.TRUTH, coat.TRUTH_RANDOM) for p in coat.UNWEIGHTED])
+    a1, a2, a1_random, a2_random = report.claims(config, agree, records)
+    assert a1.verdict == "reproduced" and a1.ours.startswith("mean Kendall τ a1 minus b: +0.10")
+    assert coat.TRUTH in a1.claim and coat.TRUTH_RANDOM in a1_random.claim
+    assert a2.verdict == a1_random.verdict == a2_random.verdict == "reproduced"   # +0.02, draws sd 0.003
+    table = report.protocol_differences(config, agree, records)
+    row = table[table.truth == coat.TRUTH].set_index("other").loc[coat.B]
+    assert report._lead(config, agree, records, coat.A1, coat.B, coat.TRUTH) == (row.difference, row.low, row.high)
     worse = agree.assign(tau=agree.tau.where(agree.protocol != coat.A2, 0.2))
     records.loc[records.protocol == coat.A2, "value"] -= 0.32
     assert report.claims(config, worse, records)[1].verdict == "not reproduced"
-
-
