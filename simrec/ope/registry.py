@@ -40,7 +40,7 @@ from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
                             trajectory_dr, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
-from simrec.ope.slate import (checked_cascade_sessions, choose_cascade_sessions, ranking_weight,
+from simrec.ope.slate import (_checked_cascade_sessions, choose_cascade_sessions, ranking_weight,
                               trajectory_cascade_dr, trajectory_rips, trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
@@ -103,10 +103,11 @@ class Contribution(NamedTuple):
 
 @dataclass(frozen=True)
 class Estimator:
-    """A registered estimator (module docstring). needs: the optional inputs it reads, among
-    "discount", "predicted", "logging_prefix", "cascade_sessions", "contexts" (`LoggedData`) and "direct",
-    "prefix", "cascade_baseline"
-    (`Target`).
+    """A registered estimator (module docstring).
+
+    needs: the optional inputs it reads, among those of the log (`LoggedData`: "discount",
+    "predicted", "logging_prefix", "cascade_sessions", "contexts") and of a target (`Target`:
+    "direct", "prefix", "cascade_baseline").
     online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its
     difference between two policies estimates their online difference; False for a normalised metric
     (nDCG, pnDCG), whose difference is on another scale.
@@ -325,25 +326,30 @@ def _sips_beta(data, target, m, options, cache) -> Contribution:
                         control=_ranking_weights(data, target, m, cache) - 1.0)
 
 
-def _aips(data, target, m, options, cache) -> Contribution:
-    cascade = checked_cascade_sessions(data.cascade_sessions, np.shape(data.viewed)[0])
-    return Contribution(np.where(cascade[None, :], _rips(data, target, m, options, cache).numerator,
+def _aips_mix(cascade_sessions: np.ndarray, data, target, m, options, cache) -> Contribution:
+    """AIPS's contribution (`trajectory_aips` on the cached DCG and RIPS contributions): RIPS's on
+    the sessions whose behaviour is cascade (bool[N]), DCG's on the others."""
+    return Contribution(np.where(cascade_sessions[None, :], _rips(data, target, m, options, cache).numerator,
                                  _dcg(data, target, m, options, cache).numerator))
 
 
+def _aips(data, target, m, options, cache) -> Contribution:
+    return _aips_mix(_checked_cascade_sessions(data.cascade_sessions, np.shape(data.viewed)[0]),
+                     data, target, m, options, cache)
+
+
 def _aips_chosen(data, target, m, options, cache) -> Contribution:
-    independent = _dcg(data, target, m, options, cache).numerator
-    cascade = _rips(data, target, m, options, cache).numerator
     key = ("aips behaviour", id(target))
     if key not in cache:
         unclipped = np.flatnonzero(np.isinf(clip_values(m)[0]))        # the choice compares m = ∞ estimates
         if unclipped.size:
-            at_inf = independent[unclipped[0]], cascade[unclipped[0]]
+            at_inf = (_dcg(data, target, m, options, cache).numerator[unclipped[0]],
+                      _rips(data, target, m, options, cache).numerator[unclipped[0]])
         else:
             at_inf = (trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, np.inf),
                       trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, np.inf))
         cache[key] = choose_cascade_sessions(data.contexts, *at_inf, z=options.get("aips_z", 2.0))
-    return Contribution(np.where(cache[key][None, :], cascade, independent))
+    return _aips_mix(cache[key], data, target, m, options, cache)
 
 
 def _cascade_dr(data, target, m, options, cache) -> Contribution:

@@ -67,7 +67,7 @@ import numpy as np
 from simrec.ope.dcg import clip_values, trajectory_dcg
 
 __all__ = ["trajectory_rips", "trajectory_sips", "trajectory_cascade_dr", "trajectory_aips",
-           "choose_cascade_sessions", "checked_cascade_sessions", "prefix_weights", "ranking_weight"]
+           "choose_cascade_sessions", "prefix_weights", "ranking_weight"]
 
 
 def _checked(rewards, viewed, logging_prefix, target_prefix):
@@ -227,13 +227,13 @@ def trajectory_aips(rewards, viewed, logging_exposure, target_exposure, logging_
     cascade_sessions: bool[N], whether the session's context follows the cascade behaviour (its
     reward at rank k depends on the items at ranks 1..k) rather than the position-based one.
     Other arguments and returns as `trajectory_rips`."""
-    cascade_sessions = checked_cascade_sessions(cascade_sessions, np.shape(viewed)[0])
+    cascade_sessions = _checked_cascade_sessions(cascade_sessions, np.shape(viewed)[0])
     independent = trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m)
     cascade = trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m)
     return jnp.where(jnp.asarray(cascade_sessions), cascade, independent)
 
 
-def checked_cascade_sessions(cascade_sessions, num_trajectories: int) -> np.ndarray:
+def _checked_cascade_sessions(cascade_sessions, num_trajectories: int) -> np.ndarray:
     """``cascade_sessions`` as bool[N] (AIPS's behaviour per trajectory), or ValueError naming it."""
     cascade_sessions = np.asarray(cascade_sessions)
     if cascade_sessions.shape != (num_trajectories,) or cascade_sessions.dtype != np.bool_:
