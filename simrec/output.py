@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["RESULTS", "RUNS", "OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
-           "atomic_write_text", "write_table", "write_figure", "write_results_index", "claims_page"]
+           "atomic_write_text", "write_table", "write_figure", "write_results_index", "claims_page",
+           "markdown_cell"]
 
 
 #: the committed results (one folder per study and preset, indexed by results/README.md) and the
@@ -96,9 +97,8 @@ def write_table(out: Path, name: str, df, float_format: str = ".4g") -> list[str
 
     header = [str(c) for c in frame.columns]
     rows = [[_fmt(v, float_format) for v in row] for row in frame.itertuples(index=False)]
-    md_cell = lambda text: text.replace("|", r"\|")  # noqa: E731  (a literal pipe ends a cell)
-    md = ["| " + " | ".join(map(md_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    md += ["| " + " | ".join(map(md_cell, r)) + " |" for r in rows]
+    md = ["| " + " | ".join(map(markdown_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    md += ["| " + " | ".join(map(markdown_cell, r)) + " |" for r in rows]
     atomic_write_text(out / f"{name}.md", "\n".join(md) + "\n")
 
     align = "l" + "r" * (len(header) - 1)
@@ -243,6 +243,11 @@ def _wall_time(manifest: dict) -> str:
     return text
 
 
+def markdown_cell(text) -> str:
+    """``text`` as a Markdown table cell: a literal pipe, which would end the cell, escaped."""
+    return str(text).replace("|", r"\|")
+
+
 def write_results_index(root: Path | str) -> Path:
     """(Re)write ``root/README.md``, one row per study folder below ``root`` that has a manifest,
     and ``root/claims.md`` (`claims_page`)."""
@@ -326,12 +331,11 @@ def claims_page(root: Path | str) -> str:
     works = claims.work.value_counts(sort=False).sort_values(ascending=False, kind="stable").index
     counts = pd.crosstab(claims.work, claims.verdict).reindex(index=works, columns=list(CLAIM_VERDICTS),
                                                                 fill_value=0)
-    cell = lambda text: str(text).replace("|", r"\|")  # noqa: E731 - a literal pipe ends a cell
     lines += ["| work | " + " | ".join(CLAIM_VERDICTS) + " | claims | studies |",
               "|---|" + "---:|" * (len(CLAIM_VERDICTS) + 1) + "---|"]
     for work in works:
         studies = ", ".join(f"[{s}]({s}/README.md)" for s in dict.fromkeys(claims.study[claims.work == work]))
-        lines.append(f"| {cell(work)} | " + " | ".join(str(n) for n in counts.loc[work])
+        lines.append(f"| {markdown_cell(work)} | " + " | ".join(str(n) for n in counts.loc[work])
                      + f" | {counts.loc[work].sum()} | {studies} |")
     lines.append("| all | " + " | ".join(str(n) for n in counts.sum()) + f" | {len(claims)} | |")
     lines += ["", "Verdicts: reproduced (the claim holds here), not reproduced (it fails here; the "
@@ -342,8 +346,9 @@ def claims_page(root: Path | str) -> str:
         part = claims[claims.work == work]
         lines += [f"## {work}", "", "| claim | source's number | ours | SE | verdict | evidence |",
                   "|---|---|---|---|---|---|"]
-        lines += [f"| {cell(row.source[len(work):].strip(' ,;') + ': ' if row.source != work else '')}"
-                  f"{cell(row.claim)} | {cell(row.source_value)} | {cell(row.ours)} | {cell(row.SE)} | "
-                  f"{row.verdict} | {row.link} |" for row in part.itertuples(index=False)]
+        for row in part.itertuples(index=False):
+            section = row.source[len(work):].strip(" ,;")
+            cells = [(f"{section}: " if section else "") + row.claim, row.source_value, row.ours, row.SE]
+            lines.append("| " + " | ".join(map(markdown_cell, cells)) + f" | {row.verdict} | {row.link} |")
         lines.append("")
     return "\n".join(lines)

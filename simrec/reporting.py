@@ -33,6 +33,7 @@ __all__ = ["Z", "VERDICTS", "VERDICT_RULE", "CLAIM_VERDICTS", "standard_error", 
            "verdict", "paired_verdict", "number", "plus_minus", "percent", "theme", "figure", "Claim",
            "claims_table", "claims_markdown"]
 
+from simrec.output import markdown_cell
 from simrec.stats import Z, direction_verdict
 
 VERDICTS = ("holds", "fails", "tie", "unclear")
@@ -217,8 +218,8 @@ def claims_markdown(claims: Sequence[Claim], fmt: str = ".3g") -> str:
     """A README section: the claims table and what the verdicts mean."""
     if not claims:
         return ""
-    cell = lambda text: str(text).replace("|", r"\|")  # noqa: E731 - a literal pipe ends a cell
     lines = ["## Claims", "", "| " + " | ".join(CLAIM_COLUMNS) + " |", "|" + "---|" * len(CLAIM_COLUMNS)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in claims_table(claims, fmt).itertuples(index=False)]
+    lines += ["| " + " | ".join(map(markdown_cell, row)) + " |"
+              for row in claims_table(claims, fmt).itertuples(index=False)]
     lines += ["", f"Verdicts: {', '.join(CLAIM_VERDICTS)}. The rule for a difference: {VERDICT_RULE}."]
     return "\n".join(lines) + "\n"
