@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE, markdown_cell
+
 __all__ = ["RESULTS", "RUNS", "OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
-           "atomic_write_text", "write_table", "write_figure", "write_results_index", "claims_page",
-           "markdown_cell"]
+           "atomic_write_text", "write_table", "write_figure", "write_results_index", "claims_page"]
 
 
 #: the committed results (one folder per study and preset, indexed by results/README.md) and the
@@ -243,11 +244,6 @@ def _wall_time(manifest: dict) -> str:
     return text
 
 
-def markdown_cell(text) -> str:
-    """``text`` as a Markdown table cell: a literal pipe, which would end the cell, escaped."""
-    return str(text).replace("|", r"\|")
-
-
 def write_results_index(root: Path | str) -> Path:
     """(Re)write ``root/README.md``, one row per study folder below ``root`` that has a manifest,
     and ``root/claims.md`` (`claims_page`)."""
@@ -308,7 +304,6 @@ def claims_page(root: Path | str) -> str:
     verdicts per work, then per work each claim with the source's number, ours with its standard
     error, the verdict and links to the study and the tables that hold the evidence."""
     import pandas as pd
-    from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE
 
     root = Path(root)
     frames = []

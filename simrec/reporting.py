@@ -31,9 +31,8 @@ import numpy as np
 
 __all__ = ["Z", "VERDICTS", "VERDICT_RULE", "CLAIM_VERDICTS", "standard_error", "mean_se", "Verdict",
            "verdict", "paired_verdict", "number", "plus_minus", "percent", "theme", "figure", "Claim",
-           "claims_table", "claims_markdown"]
+           "claims_table", "claims_markdown", "markdown_cell"]
 
-from simrec.output import markdown_cell
 from simrec.stats import Z, direction_verdict
 
 VERDICTS = ("holds", "fails", "tie", "unclear")
@@ -212,6 +211,11 @@ def claims_table(claims: Sequence[Claim], fmt: str = ".3g"):
     import pandas as pd
     return pd.DataFrame([(c.source, c.claim, c.source_value, _ours(c, fmt), number(c.se, fmt), c.verdict, c.where)
                          for c in claims], columns=list(CLAIM_COLUMNS))
+
+
+def markdown_cell(text) -> str:
+    """``text`` as a Markdown table cell: a literal pipe, which would end the cell, escaped."""
+    return str(text).replace("|", r"\|")
 
 
 def claims_markdown(claims: Sequence[Claim], fmt: str = ".3g") -> str:
