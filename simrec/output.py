@@ -16,8 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE, markdown_cell
-
 __all__ = ["RESULTS", "RUNS", "OutputError", "OutputFolder", "INCOMPLETE_MARKER", "atomic_write_bytes",
            "atomic_write_text", "write_table", "write_figure", "write_results_index", "claims_page"]
 
@@ -95,6 +93,8 @@ def write_table(out: Path, name: str, df, float_format: str = ".4g") -> list[str
     buf = io.StringIO()
     frame.to_csv(buf, index=False, float_format="%.10g", lineterminator="\n")
     atomic_write_text(out / f"{name}.csv", buf.getvalue())
+
+    from simrec.reporting import markdown_cell      # here: `simrec list` answers without JAX (stats)
 
     header = [str(c) for c in frame.columns]
     rows = [[_fmt(v, float_format) for v in row] for row in frame.itertuples(index=False)]
@@ -304,6 +304,7 @@ def claims_page(root: Path | str) -> str:
     verdicts per work, then per work each claim with the source's number, ours with its standard
     error, the verdict and links to the study and the tables that hold the evidence."""
     import pandas as pd
+    from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE, markdown_cell
 
     root = Path(root)
     frames = []
