@@ -300,7 +300,7 @@ def _claims_paragraph(config, reach: str) -> str:
             f"(ours end at L = {reach}); a "
             "factor model serves new users by fold-in without retraining (iALS against "
             "popularity); MANDCG is the mean of the curve over L; and the note's test set of "
-            "about 1000 users. The note reports no table, only a figure, so its numbers beside "
+            f"about {NOTE_TEST_USERS} users. The note reports no table, only a figure, so its numbers beside "
             "ours are its K, L and sample size. The records hold each curve point's mean and "
             "standard error over the same users, not per-user differences, so a difference's "
             "standard error treats the two as independent (conservative for positively "
