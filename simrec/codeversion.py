@@ -10,6 +10,7 @@ compute the driver's version; `simrec.provenance` compares it with a committed f
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -43,6 +44,14 @@ def _imported_names(tree: ast.AST, package: str) -> set[str]:
     return names
 
 
+@functools.lru_cache(maxsize=1024)
+def _file_imports(path: str, package: str, stamp: tuple[int, int]) -> tuple[str, ...]:
+    """`_imported_names` of the file at ``path``, parsed once per process while its ``stamp``
+    (modification time in ns, size) stays the same: a run, a staleness check and a test session
+    ask for the closures of many studies that share most of their modules."""
+    return tuple(sorted(_imported_names(ast.parse(Path(path).read_bytes(), filename=path), package)))
+
+
 def _find(name: str):
     try:
         spec = importlib.util.find_spec(name)
@@ -67,9 +76,9 @@ def module_closure(module: str, packages: Sequence[str], skip: Sequence[str] = (
             continue
         seen[name] = Path(spec.origin)
         package = name if spec.submodule_search_locations else name.rpartition(".")[0]
-        tree = ast.parse(Path(spec.origin).read_bytes(), filename=spec.origin)
+        stat = Path(spec.origin).stat()
         parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
-        todo.extend(parents + sorted(_imported_names(tree, package or name)))
+        todo.extend(parents + list(_file_imports(spec.origin, package or name, (stat.st_mtime_ns, stat.st_size))))
     return dict(sorted(seen.items()))
 
 

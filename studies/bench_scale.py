@@ -580,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     device_table = pd.DataFrame(devices)
 
-    users, items, sessions = ((2_000, 1_000, 4_000) if args.quick else
+    users, items, sessions = ((500, 500, 2_000) if args.quick else
                               (args.paper_users, args.paper_items, args.paper_sessions))
     demo = measure({"kind": "paper", "size": sessions, "users": users, "items": items, "seed": args.seed},
                      timeout=3600)

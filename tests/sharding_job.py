@@ -1,10 +1,11 @@
-"""A small simulation and its estimates, run by tests/test_sharding.py in subprocesses with 1 or 8
-emulated devices, or as one of two `jax.distributed` processes on localhost.
+"""A small simulation and its estimates, run by tests/test_sharding.py in its own process (one
+device), in a subprocess with 3 emulated devices, or as one of two `jax.distributed` processes on
+localhost.
 
-``python -m tests.sharding_job [COORDINATOR PROCESSES ID]`` prints (process 0 only) one JSON line:
-the device count and process count, a SHA-256 of every array the library's sharded functions
-returned (a log with fatigue and a cascade, exact and Monte Carlo exposure tables, Factors metrics)
-and the sweeps' estimates as hexadecimal floats, so that runs compare bit for bit.
+``python -m tests.sharding_job [COORDINATOR PROCESSES ID]`` prints (process 0 only) the JSON line of
+`report`: the device count and process count, a SHA-256 of every array the library's sharded
+functions returned (a log with fatigue and a cascade, exact and Monte Carlo exposure tables, Factors
+metrics) and the sweeps' estimates as hexadecimal floats, so that runs compare bit for bit.
 """
 from __future__ import annotations
 
@@ -23,14 +24,12 @@ def digest(*arrays) -> str:
     return h.hexdigest()[:16]
 
 
-def main(argv: list[str]) -> None:
-    from simrec import sharding
-    if argv:
-        sharding.initialize(argv[0], int(argv[1]), int(argv[2]))
+def report() -> dict | None:
+    """The devices and digests of this process's run (None on a process other than the writer)."""
     import jax
     import jax.numpy as jnp
 
-    from simrec import feed, metrics, ope
+    from simrec import feed, metrics, ope, sharding
 
     rng = np.random.default_rng(0)
     X, A, K = 24, 30, 5
@@ -65,16 +64,24 @@ def main(argv: list[str]) -> None:
     relevant = rng.random((40, A)) < 0.2
     scores = metrics.evaluate(factors, relevant, exclude=(rng.random((40, A)) < 0.1) & ~relevant,
                               metrics=("ndcg", "auc"))
-    if sharding.is_writer():
-        print(json.dumps({
-            "devices": jax.device_count(), "processes": jax.process_count(),
+    if not sharding.is_writer():
+        return None
+    return {"devices": jax.device_count(), "processes": jax.process_count(),
             "log": digest(log.users, log.items, log.viewed, log.rewards, log.logging_exposure),
             "exposure": digest(logging_table.mean, logging_table.standard_error, target_table.mean,
                                sampled.mean, sampled.standard_error),
             "metrics": digest(scores["ndcg"], scores["auc"]),
             "dcg": [float(v).hex() for v in (*dcg.value, *dcg.standard_error)],
-            "dr": [float(v).hex() for v in (*dr.value, *dr.standard_error)],
-        }))
+            "dr": [float(v).hex() for v in (*dr.value, *dr.standard_error)]}
+
+
+def main(argv: list[str]) -> None:
+    from simrec import sharding
+    if argv:
+        sharding.initialize(argv[0], int(argv[1]), int(argv[2]))
+    result = report()
+    if result is not None:
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -494,6 +494,22 @@ def test_editing_a_helper_reached_only_through_another_study_recomputes_the_cell
     assert runner.run(study, study.presets['default'], out=out, cache_dir=cache, progress=False).cells_computed == 3
 
 
+def test_the_closure_follows_an_import_added_after_a_first_reading(tmp_path, monkeypatch):
+    """A module's imports are parsed once per process and file state: an edit that adds an import
+    (a new size and modification time) brings the imported module into the closure and the version."""
+    root = _package(tmp_path, monkeypatch, {"study": STUDY_MODULE, "other_study": "def value(i):\n    return i\n",
+                                            "helpers": "X = 1\n"})
+    import importlib
+    study = importlib.import_module("toypkg.study").STUDY
+    before = runner.code_version(study)
+    assert "toypkg.helpers" not in runner.module_closure("toypkg.study", ("toypkg", "simrec"))
+    (root / "other_study.py").write_text("import toypkg.helpers\n\n\ndef value(i):\n    return i\n")
+    assert "toypkg.helpers" in runner.module_closure("toypkg.study", ("toypkg", "simrec"))
+    after = runner.code_version(study)
+    (root / "helpers.py").write_text("X = 2\n")
+    assert len({before, after, runner.code_version(study)}) == 3
+
+
 def test_editing_only_the_report_function_keeps_the_cache(tmp_path, monkeypatch):
     root = _package(tmp_path, monkeypatch, {"study": STUDY_MODULE, "other_study": "def value(i):\n    return i\n"})
     import importlib
