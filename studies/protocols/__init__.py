@@ -23,18 +23,36 @@ simrec adds what the paper cannot see: the same metrics on the complete ratings 
 user would rate 5 stars, rated or not, ranked among all items outside training, top `n`) and the
 RMSE on all unrated pairs.
 
-Fair comparison. λ of each model is tuned per data set on a validation split carved per user from
-the (a) training ratings (`valid_fraction`): MF-RMSE's by validation RMSE, AllRank's by
-validation nDCG@n (5-star validation items ranked among all items outside the fitting part),
-over the log-spaced grids `mf_l2_grid` / `allrank_l2_grid` (`simrec.models.select` flags a
-λ at the edge of its grid). Each grid point is trained with early stopping on its validation
-metric (one ALS sweep per check, patience 2, `sweeps` the maximum); the selected λ is refitted
-on the whole training split for the sweeps of its best checkpoint, and the (b) models reuse both.
-A winner is named only beyond `z` (2) standard errors of the paired difference: the evaluated
-test users are split into `parts` (5, as Steck does for his SDs) disjoint random parts, the
-metric difference of the two models is computed on each part, and SE = sd / sqrt(parts)
-(`simrec.reporting.paired_verdict`); otherwise the verdict is a tie, and every count includes
-ties.
+Averaging over users. Steck weights each user by their number of relevant test ratings (§3.3,
+reporting that uniform weights changed little on Netflix); every metric is reported both ways
+(`weighting`: "uniform", "relevant ratings"; the user weight under a protocol is the number of
+relevant items among the user's candidates), and Steck's claims are judged under his weighting.
+Beside each value stands the worst possible order of the user's candidates (relevant items
+last, graded gains increasing: Steck's "worst" values), which shows how much of a metric's range
+a protocol leaves (large for graded nDCG with imputed gains).
+
+Fair comparison. Each model is tuned per data set on a validation split carved per user from
+the (a) training ratings (`valid_fraction`): MF-RMSE's λ by validation RMSE, AllRank's λ and its
+imputed rating r_m (`imputed_grid`; Steck tunes r_m) by validation nDCG@n (5-star validation
+items ranked among all items outside the fitting part), over the log-spaced grids `mf_l2_grid` /
+`allrank_l2_grid` (`simrec.models.select` flags a value at the edge of its grid). Each grid point
+is trained with early stopping on its validation metric (one ALS sweep per check, patience 2,
+`sweeps` the maximum); the selected point is refitted on the whole training split for the sweeps
+of its best checkpoint, and the (b) models reuse it. A winner is named only beyond `z` (2)
+standard errors of the paired difference: the evaluated test users are split into `parts` (5, as
+Steck does for his SDs) disjoint random parts, the metric difference of the two models is
+computed on each part, and SE = sd / sqrt(parts) (`simrec.reporting.paired_verdict`); otherwise
+the verdict is a tie, and every count includes ties.
+
+Calibration gate. Steck's reading of (b) rests on MF-RMSE being the better rating predictor on
+the observed ratings (RMSE 0.88 vs 0.96 on Netflix). `table_calibration` checks it per data set
+(MF-RMSE's RMSE on the (b) test ratings below AllRank's beyond `z` SE); a simulated cell that
+fails it does not meet the condition of Steck's claim, and the report says so.
+
+Real data: ml-latest-small as is, and its dense core (`dense_core`: the largest part in which
+every user and every item has >= 20 ratings, `simrec.data.filter_min_counts`), closer to the
+density of Steck's Netflix data. (a1) differs from (a2) only by the user's training items (our
+reading of Steck's "all items"), so (a1) without them would be (a2).
 
 Simulated explicit ratings. The world's true logit l(u, i) = a <x_u, y_i> + b_i + offset
 (`simrec.world`) is mapped to stars by its quantiles over all pairs: r(u, i) = 1 + #{t : l(u, i)
@@ -69,8 +87,8 @@ Relevant = 5-star ratings (Steck: "5-star ratings as relevant"). Binary metrics 
 N = `n` under (a) and the complete ratings and `n_b` under (b). Steck's multi-valued nDCG is
 computed beside them ("graded nDCG@N", "graded nDCG"; `simrec.metrics.ndcg(..., gains=)`,
 tie-aware): every ranked item carries the gain g(r) of its test rating, and a ranked item without
-a test rating gets the imputed rating Y0 (`graded_imputed`, 2 stars: the low value AllRank imputes
-too), so (a1) and (a2) rank every candidate with a gain — training items count as missing in (a1),
+a test rating gets the imputed rating Y0 (`graded_imputed`, 2 stars, a low value like AllRank's
+r_m), so (a1) and (a2) rank every candidate with a gain — training items count as missing in (a1),
 as they are non-relevant there in the binary metrics. (b) ranks only rated test items, so nothing
 is imputed; on the complete ratings every item has its true rating. The gain is linear,
 g(r) = r (`graded_gain`; "exponential" gives 2^r - 1): the text of Steck's paper we work from lost
@@ -89,13 +107,14 @@ from simrec import validate
 from simrec.config import ConfigError
 from simrec.runner import Study
 from simrec.world import WorldConfig
-from simrec_studies.protocols.compute import (ALL_USERS, EXPOSURE_CELL, GAINS, L2_GRID, METRICS, MODELS,
-                                              OFFLINE, PROTOCOLS, REAL_DATA, Ratings, cells, compute, setup)
+from simrec_studies.protocols.compute import (ALL_USERS, DENSE_CELL, EXPOSURE_CELL, GAINS, L2_GRID, METRICS,
+                                              MODELS, OFFLINE, PROTOCOLS, REAL_DATA, WEIGHTINGS, WORST, Ratings,
+                                              cells, compute, setup)
 from simrec_studies.common.configs import checked
 from simrec_studies.protocols.report import report
 
 __all__ = ["ProtocolsConfig", "PRESETS", "COLUMNS", "STUDY", "MODELS", "PROTOCOLS", "OFFLINE", "METRICS",
-           "EXPOSURE_CELL", "REAL_DATA", "ALL_USERS", "WorldConfig", "Ratings"]
+           "EXPOSURE_CELL", "REAL_DATA", "DENSE_CELL", "WEIGHTINGS", "WORST", "ALL_USERS", "WorldConfig", "Ratings"]
 
 
 
@@ -104,7 +123,8 @@ class ProtocolsConfig:
     """The simulated ratings, the splits, both models, their λ grids and the metrics (module
     docstring).
 
-    AllRank's imputed rating and missing_weight are Steck's Netflix values. A probe over w_m in
+    AllRank's missing_weight is Steck's Netflix value, and its imputed rating r_m is tuned with λ
+    over `imputed_grid` (Steck's Netflix value is 2). A probe over w_m in
     0.002..0.1 (untuned λ) found no degeneracy at these data sizes: in the 16-dimensional
     simulated world 0.005 gave AllRank its best AP, ATOP and nDCG under every protocol and its
     best observed-test RMSE; on ml-latest-small larger w_m raised (a1)/(a2) (AP under (a2) 0.12
@@ -128,12 +148,17 @@ class ProtocolsConfig:
     dim: int = 20                                 # rank of both models
     mf_l2_grid: tuple[float, ...] = L2_GRID       # MF-RMSE's λ, selected by validation RMSE
     allrank_l2_grid: tuple[float, ...] = L2_GRID  # AllRank's λ, selected by validation nDCG@n
-    imputed: float = 2.0                          # AllRank's imputed rating r_m
+    #: AllRank's imputed rating r_m, tuned with λ (Steck §2.5: below the observed mean rating; 0, below
+    #: the star scale, is AllRank's value on implicit data)
+    imputed_grid: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)
     missing_weight: float = 0.005                 # AllRank's weight w_m of the imputed ratings
     sweeps: int = 20                              # maximum ALS sweeps (early stopping, patience 2)
     parts: int = 5                                # disjoint parts of the test users for the SE
     z: float = 2.0                                # a winner needs |difference| > z SE
     exposure_sigma: float = 1.0                   # spread s of the item-exposure cell (0 drops it)
+    #: the dense real cell: the ml-latest-small core whose users and items all have >= this many
+    #: ratings (0 drops it)
+    dense_core: int = 20
     #: gain of the graded nDCG: "linear" g = r, "exponential" g = 2^r - 1
     graded_gain: str = "linear"
     graded_imputed: float = 2.0                   # rating Y0 of unrated items in the graded nDCG
@@ -165,6 +190,10 @@ class ProtocolsConfig:
                                   f"{L2_GRID}), got {grid}")
             checked(validate.numbers, name, grid, low=0, low_open=True)
         checked(validate.probability, "missing_weight", self.missing_weight, low_open=True)
+        if not self.imputed_grid or len(set(self.imputed_grid)) != len(self.imputed_grid):
+            raise ConfigError(f"imputed_grid must be distinct ratings (e.g. (1.0, 2.0, 3.0)), got {self.imputed_grid}")
+        checked(validate.numbers, "imputed_grid", self.imputed_grid, low=0)
+        checked(validate.integer, "dense_core (0 drops the dense cell)", self.dense_core, low=0)
         checked(validate.finite, "exposure_sigma (0 drops the exposure cell)", self.exposure_sigma, low=0)
         checked(validate.choice, "graded_gain", self.graded_gain, tuple(GAINS))
         checked(validate.finite, "graded_imputed", self.graded_imputed, low=0)
@@ -184,7 +213,7 @@ PRESETS = {
                              observe_probability=(0.02, 0.04, 0.1, 0.2, 0.4), min_ratings=10,
                              n_test=5, n_unrated=60, n=5, dim=5, missing_weight=0.2,
                              mf_l2_grid=(0.01, 0.1, 1.0), allrank_l2_grid=(0.01, 0.1, 1.0),
-                             sweeps=3),
+                             imputed_grid=(1.0, 2.0), sweeps=3),
     # a decade per step keeps the default run within its time budget; paper: the finer L2_GRID
     "default": ProtocolsConfig(mf_l2_grid=(0.001, 0.01, 0.1, 1.0, 10.0),
                                allrank_l2_grid=(0.001, 0.01, 0.1, 1.0, 10.0)),
@@ -197,21 +226,27 @@ PRESETS = {
 #: the record schema (unused coordinates hold "", NaN or 0)
 COLUMNS = {
     "data": str,            # the cell: "simulated" | "simulated, item exposure" | "ml-latest-small"
+                            # | "ml-latest-small, dense core"
     "part": str,            # "model": a model's metric; "data": a data-set statistic;
-                            # "tuning": one λ of a model's grid and its validation value
-    "model": str,           # parts "model", "tuning": "MF-RMSE" | "AllRank"
+                            # "tuning": one grid point of a model and its validation value
+    "model": str,           # parts "model", "tuning": "MF-RMSE" | "AllRank"; part "model" also
+                            # "worst order": the worst possible ranking of the candidates
     "protocol": str,        # part "model": a ranking protocol of `PROTOCOLS`, or for RMSE the pairs
                             # scored: "observed test" | "b rated test items" | "complete ratings"
                             # (every unrated pair); part "tuning": "validation"
+    "weighting": str,       # ranking metrics: "uniform" (each user alike) | "relevant ratings"
+                            # (Steck: each user weighted by their relevant test items); "" else
     "metric": str,          # part "model": "RMSE" or a label of `METRICS`; part "tuning":
                             # "RMSE" | "nDCG@n"; part "data": "users", "items", "train ratings",
                             # "test ratings", "relevant test ratings", "(b) users", "observed
                             # mean rating", "complete mean rating"
     "cutoff": int,          # N of an @N metric under its protocol (0: whole list, RMSE, data)
     "user_part": int,       # -1: over all test users; k >= 0: over the users of part k only
-    "l2": float,            # parts "model", "tuning": the model's λ (NaN for "data")
-    "sweeps": int,          # parts "model", "tuning": ALS sweeps (best checkpoint); 0 for "data"
-    "value": float,         # RMSE, the user mean of the metric, the statistic, or validation value
+    "l2": float,            # parts "model", "tuning": the model's λ (NaN for "data", "worst order")
+    "imputed": float,       # parts "model", "tuning": AllRank's imputed rating r_m (NaN otherwise)
+    "sweeps": int,          # parts "model", "tuning": ALS sweeps (best checkpoint); 0 otherwise
+    "value": float,         # RMSE, the (weighted) user mean of the metric, the statistic, or
+                            # the validation value
     "se": float,            # standard error of the all-user mean (NaN for RMSE, parts, statistics)
 }
 
@@ -223,5 +258,5 @@ STUDY = Study(
                 "items) decide the noise-aware winner more than the metric, and which protocol "
                 "gives the complete-ratings verdict?",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 15, "default": 75, "paper": 3600})
+    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 15, "default": 140, "paper": 5400})
 

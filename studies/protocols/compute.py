@@ -37,6 +37,10 @@ METRICS = {"P@N": ("precision@{N}", False), "R@N": ("recall@{N}", False), "MAP":
 #: the log-spaced λ grid of both models (1e-3 .. 10, factor 10^(2/3) ≈ 4.6)
 L2_GRID = (0.001, 0.0046, 0.022, 0.1, 0.46, 2.2, 10.0)
 ALL_USERS = -1                                   # `user_part` of a value over all test users
+#: how users are averaged: each user alike, or (Steck §3.3) each weighted by their relevant test items
+WEIGHTINGS = ("uniform", "relevant ratings")
+WORST = "worst order"                            # the `model` of the worst possible ranking's values
+DENSE_CELL = "ml-latest-small, dense core"
 
 
 # ---- data (setup) ---------------------------------------------------------------------------
@@ -75,9 +79,10 @@ def _observe(key, config: ProtocolsConfig, stars: np.ndarray,
     return sp.csr_matrix(np.where(uniforms < probability, stars, 0.0))
 
 
-def _movielens(config: ProtocolsConfig) -> sp.csr_matrix:
+def _movielens(config: ProtocolsConfig, min_count: int = 1) -> sp.csr_matrix:
+    """The MovieLens ratings, or their core in which every user and item has >= min_count."""
     raw = data.load_interactions(data_file(config.ratings_file))
-    return data.filter_min_counts(raw, min_user=1, min_item=1).ratings
+    return data.filter_min_counts(raw, min_user=min_count, min_item=min_count).ratings
 
 
 def _split(key, ratings: sp.csr_matrix, test_fraction: float):
@@ -114,6 +119,8 @@ def cells(config: ProtocolsConfig) -> list[dict]:
         out.append({"data": EXPOSURE_CELL})
     if data_file(config.ratings_file):
         out.append({"data": REAL_DATA})
+        if config.dense_core:
+            out.append({"data": DENSE_CELL})
     return out
 
 
@@ -140,7 +147,8 @@ def setup(key, config: ProtocolsConfig) -> Shared:
             sigma = config.exposure_sigma if cell["data"] == EXPOSURE_CELL else 0.0
             observed, complete = _observe(key, config, stars, sigma), stars
         else:
-            observed, complete = _movielens(config), None
+            observed = _movielens(config, config.dense_core if cell["data"] == DENSE_CELL else 1)
+            complete = None
         out[cell["data"]] = _ratings(cell_key(key, cell), config, observed, complete)
     return Shared(ratings=out)
 
@@ -152,27 +160,33 @@ def _relevant(ratings: sp.csr_matrix, config: ProtocolsConfig) -> sp.csr_matrix:
     return sp.csr_matrix(ratings.multiply(ratings >= config.relevant_rating)).astype(bool)
 
 
-def _spec(config: ProtocolsConfig, name: str, l2: float, sweeps: int, stopping=None):
+def _spec(config: ProtocolsConfig, name: str, point: dict, sweeps: int, stopping=None):
+    """The model at a grid point {"l2"} (MF-RMSE) or {"l2", "imputed"} (AllRank)."""
     if name == "MF-RMSE":
-        return models.MFRMSESpec(dim=config.dim, l2=l2, sweeps=sweeps, early_stopping=stopping)
-    return models.AllRankSpec(dim=config.dim, l2=l2, imputed=config.imputed,
+        return models.MFRMSESpec(dim=config.dim, l2=point["l2"], sweeps=sweeps, early_stopping=stopping)
+    return models.AllRankSpec(dim=config.dim, l2=point["l2"], imputed=point["imputed"],
                               missing_weight=config.missing_weight, sweeps=sweeps,
                               early_stopping=stopping)
 
 
+def grid(config: ProtocolsConfig, name: str) -> list[dict]:
+    """The tuning grid of a model: MF-RMSE's λ; AllRank's λ x imputed rating r_m (Steck tunes r_m)."""
+    if name == "MF-RMSE":
+        return [{"l2": l2} for l2 in config.mf_l2_grid]
+    return [{"l2": l2, "imputed": r} for r in config.imputed_grid for l2 in config.allrank_l2_grid]
+
+
 def _tune(key, config: ProtocolsConfig, name: str, ratings: Ratings) -> models.Tuning:
-    """Every λ of the model's grid fitted on ``ratings.fit`` with early stopping on the validation
-    ratings (one sweep per check, patience 2, at most `sweeps`) and the best selected
+    """Every point of the model's `grid` fitted on ``ratings.fit`` with early stopping on the
+    validation ratings (one sweep per check, patience 2, at most `sweeps`) and the best selected
     (`simrec.models.tune`): MF-RMSE by their RMSE (lowest), AllRank by nDCG@n (highest) of the
     5-star ones ranked among every item outside the fitting part."""
     if name == "MF-RMSE":
-        grid, stopping = config.mf_l2_grid, models.EarlyStopping(every=1, metric="rmse", patience=2)
+        stopping = models.EarlyStopping(every=1, metric="rmse", patience=2)
     else:
-        grid = config.allrank_l2_grid
         stopping = models.EarlyStopping(every=1, metric=config.validation_metric, patience=2,
                                         relevant_rating=config.relevant_rating)
-    return models.tune(key, [{"l2": l2} for l2 in grid],
-                       lambda point: _spec(config, name, point["l2"], config.sweeps, stopping),
+    return models.tune(key, grid(config, name), lambda point: _spec(config, name, point, config.sweeps, stopping),
                        ratings.fit, validation=ratings.valid)
 
 
@@ -229,10 +243,12 @@ def _settings(config: ProtocolsConfig, ratings: Ratings) -> dict:
     return out
 
 
-def _protocol_metrics(config: ProtocolsConfig, model, protocol: str, setting) -> dict:
-    """{label: per-user values f64[U]} of every metric in `METRICS` under one protocol."""
+def _protocol_metrics(config: ProtocolsConfig, protocol: str, setting, score, graded_score=None) -> dict:
+    """{label: per-user values f64[U]} of every metric in `METRICS` under one protocol; `score`
+    ranks for the binary metrics and `graded_score` (default `score`) for the graded ones: a
+    function of a block of users (a model's scores) or f32[U, I]."""
     _, relevant, exclude, gains, graded_relevant = setting
-    score = functools.partial(models.score, model)
+    graded_score = score if graded_score is None else graded_score
     cutoff = config.cutoff(protocol)
     binary = {label: spec.format(N=cutoff) for label, (spec, graded) in METRICS.items()
               if not graded}
@@ -240,18 +256,82 @@ def _protocol_metrics(config: ProtocolsConfig, model, protocol: str, setting) ->
     out = {label: values[spec] for label, spec in binary.items()}
     for label, (spec, graded) in METRICS.items():
         if graded:
-            out[label] = metrics.ndcg(score, graded_relevant, k=cutoff if "@" in spec else None,
+            out[label] = metrics.ndcg(graded_score, graded_relevant, k=cutoff if "@" in spec else None,
                                       exclude=exclude, gains=gains)
     return out
 
 
+def worst_order(config: ProtocolsConfig, protocol: str, setting) -> dict:
+    """{label: per-user values f64[U]} of the worst possible ranking of each user's candidates
+    (Steck's "worst" values): relevant items below every other (binary metrics), items in
+    increasing gain (graded). Ties within a group cannot change a metric, so the tie-aware metrics
+    give the worst order's value exactly."""
+    _, relevant, _, gains, _ = setting
+    return _protocol_metrics(config, protocol, setting, -relevant.toarray().astype(np.float32),
+                             -np.asarray(gains, np.float32))
+
+
+def user_weights(setting) -> np.ndarray:
+    """Steck's user weight under a protocol: the user's relevant items among their candidates
+    (relevant test ratings; relevant complete ratings outside training).  f64[U]."""
+    _, relevant, exclude, _, _ = setting
+    return np.asarray((relevant.toarray() & ~exclude).sum(axis=1), np.float64)
+
+
+def weighted_mean_and_se(values, weights) -> tuple[float, float]:
+    """x̄_w = Σ_u w_u x_u / Σ_u w_u over the users with a value and w_u > 0, and its standard error
+    sqrt(n / (n - 1) Σ_u w_u² (x_u - x̄_w)²) / Σ_u w_u (linearised ratio estimator; with equal
+    weights it is `simrec.metrics.mean_and_se`)."""
+    x, w = np.asarray(values, np.float64), np.asarray(weights, np.float64)
+    use = ~np.isnan(x) & (w > 0)
+    x, w = x[use], w[use]
+    if x.size == 0:
+        return math.nan, math.nan
+    mean = float((w * x).sum() / w.sum())
+    if x.size == 1:
+        return mean, math.nan
+    return mean, float(math.sqrt(x.size / (x.size - 1) * ((w * (x - mean)) ** 2).sum()) / w.sum())
+
+
+def weighted_part_means(values, weights, part_of, parts: int) -> np.ndarray:
+    """Per part k, Σ w_u x_u / Σ w_u over its users with a value and w_u > 0 (`stats.part_means`
+    weighted; NaN for a part without weight).  f64[K]."""
+    x, w, part_of = np.asarray(values, np.float64), np.asarray(weights, np.float64), np.asarray(part_of)
+    use = (part_of >= 0) & (w > 0) & ~np.isnan(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.bincount(part_of[use], w[use] * x[use], parts) / np.bincount(part_of[use], w[use], parts)
+
 
 def _record(cell: dict, part: str, metric: str, value, se=math.nan, *, model: str = "",
-            protocol: str = "", cutoff: int = 0, user_part: int = ALL_USERS, l2=math.nan,
-            sweeps: int = 0) -> dict:
+            protocol: str = "", weighting: str = "", cutoff: int = 0, user_part: int = ALL_USERS,
+            l2=math.nan, imputed=math.nan, sweeps: int = 0) -> dict:
     return {"data": cell["data"], "part": part, "model": model, "protocol": protocol,
-            "metric": metric, "cutoff": int(cutoff), "user_part": int(user_part),
-            "l2": float(l2), "sweeps": int(sweeps), "value": float(value), "se": float(se)}
+            "weighting": weighting, "metric": metric, "cutoff": int(cutoff), "user_part": int(user_part),
+            "l2": float(l2), "imputed": float(imputed), "sweeps": int(sweeps), "value": float(value),
+            "se": float(se)}
+
+
+def _metric_records(cell, config, protocol, per_user_values, weights, parts_key, **kw) -> list[dict]:
+    """Each metric's mean and SE over all users under each weighting (`WEIGHTINGS`), and its mean
+    per user part (`stats.user_parts` of the users with a value and, weighted, a positive weight)
+    when the record is a model's."""
+    out = []
+    for label, per_user in per_user_values.items():
+        cutoff = config.cutoff(protocol) if label.endswith("@N") else 0
+        for weighting in WEIGHTINGS:
+            uniform = weighting == "uniform"
+            # the parts deal out the users who count: those with a value (and a weight)
+            part_of = stats.user_parts(parts_key, ~np.isnan(per_user) & (uniform | (weights > 0)), config.parts)
+            whole = metrics.mean_and_se(per_user) if uniform else weighted_mean_and_se(per_user, weights)
+            out.append(_record(cell, "model", label, *whole, protocol=protocol, weighting=weighting,
+                               cutoff=cutoff, **kw))
+            if kw["model"] == WORST:
+                continue
+            means = (stats.part_means(per_user, part_of, config.parts) if uniform
+                     else weighted_part_means(per_user, weights, part_of, config.parts))
+            out += [_record(cell, "model", label, value, protocol=protocol, weighting=weighting, cutoff=cutoff,
+                            user_part=k, **kw) for k, value in enumerate(means)]
+    return out
 
 
 def _rmse_records(cell, config, name, protocol, sse, count, part_of, **kw) -> list[dict]:
@@ -267,9 +347,10 @@ def _rmse_records(cell, config, name, protocol, sse, count, part_of, **kw) -> li
 
 
 def compute(key, config: ProtocolsConfig, cell: dict, shared: Shared) -> list[dict]:
-    """Tune each model's λ, refit it on the (a) and (b) training splits, and record its RMSE and
-    its ranking metrics under each protocol, over all test users and per part; plus the data
-    sizes and the validation value of every λ."""
+    """Tune each model (λ; AllRank also r_m), refit it on the (a) and (b) training splits, and
+    record its RMSE and its ranking metrics under each protocol, over all test users (uniform and
+    Steck's weighting) and per part; the worst order's values under each protocol; plus the data
+    sizes and the validation value of every grid point."""
     ratings = shared.ratings[cell["data"]]
     key = cell_key(key, cell)
     sizes = {"users": ratings.observed.shape[0], "items": ratings.observed.shape[1],
@@ -281,40 +362,34 @@ def compute(key, config: ProtocolsConfig, cell: dict, shared: Shared) -> list[di
         sizes["complete mean rating"] = ratings.stars.mean()
     out = [_record(cell, "data", metric, value) for metric, value in sizes.items()]
     settings = _settings(config, ratings)
+    weights = {protocol: user_weights(setting) for protocol, setting in settings.items()}
     parts_key = jax.random.fold_in(key, 5)
     fit_key = jax.random.fold_in(key, 4)                     # the same start for every fit
+    for protocol, setting in settings.items():
+        out += _metric_records(cell, config, protocol, worst_order(config, protocol, setting), weights[protocol],
+                               parts_key, model=WORST)
     for name in MODELS:
         tuning = _tune(fit_key, config, name, ratings)
-        l2, sweeps = tuning.selection.point["l2"], _sweeps(tuning.best)
+        point, sweeps = tuning.selection.point, _sweeps(tuning.best)
         out += [_record(cell, "tuning", "RMSE" if name == "MF-RMSE" else config.validation_metric,
                         trial.value, model=name, protocol="validation", l2=trial.point["l2"],
-                        sweeps=_sweeps(trial))
+                        imputed=trial.point.get("imputed", math.nan), sweeps=_sweeps(trial))
                 for trial in tuning.trials]
-        spec = _spec(config, name, l2, sweeps)
+        spec = _spec(config, name, point, sweeps)
         fitted = {"a": models.fitted(fit_key, spec, ratings.train),
                   "b": models.fitted(fit_key, spec, ratings.train_b)}
-        kw = {"l2": l2, "sweeps": sweeps}
+        kw = {"l2": point["l2"], "imputed": point.get("imputed", math.nan), "sweeps": sweeps}
         for protocol, split, test in (("observed test", "a", ratings.test),
                                       ("b rated test items", "b", ratings.test_b)):
             sse, count = _squared_errors(fitted[split], test)
             part_of = stats.user_parts(parts_key, count > 0, config.parts)
-            out += _rmse_records(cell, config, name, protocol, sse, count, part_of,
-                                 **kw)
+            out += _rmse_records(cell, config, name, protocol, sse, count, part_of, **kw)
         if ratings.stars is not None:
             unrated = ~ratings.train.astype(bool).toarray()
             sse, count = _squared_errors(fitted["a"], ratings.train, ratings.stars, unrated)
             part_of = stats.user_parts(parts_key, count > 0, config.parts)
-            out += _rmse_records(cell, config, name, "complete ratings", sse, count, part_of,
-                                 **kw)
+            out += _rmse_records(cell, config, name, "complete ratings", sse, count, part_of, **kw)
         for protocol, setting in settings.items():
-            values = _protocol_metrics(config, fitted[setting[0]], protocol, setting)
-            for label, per_user in values.items():
-                cutoff = config.cutoff(protocol) if label.endswith("@N") else 0
-                part_of = stats.user_parts(parts_key, ~np.isnan(per_user), config.parts)
-                out.append(_record(cell, "model", label, *metrics.mean_and_se(per_user),
-                                   model=name, protocol=protocol, cutoff=cutoff, **kw))
-                means = stats.part_means(per_user, part_of, config.parts)
-                out += [_record(cell, "model", label, value, model=name, protocol=protocol,
-                                cutoff=cutoff, user_part=k, **kw) for k, value in enumerate(means)]
+            values = _protocol_metrics(config, protocol, setting, functools.partial(models.score, fitted[setting[0]]))
+            out += _metric_records(cell, config, protocol, values, weights[protocol], parts_key, model=name, **kw)
     return out
-
