@@ -689,3 +689,21 @@ def test_whole_float_counts_are_counts():
 def test_mean_and_se():
     m, se = metrics.mean_and_se([1.0, 2.0, np.nan, 3.0])
     assert m == pytest.approx(2.0) and se == pytest.approx(1.0 / np.sqrt(3))
+
+
+def test_atop_is_an_affine_function_of_auc_lim_section_6():
+    """Lim et al. §6 note that ATOP is close to AUC; exactly, per user with P relevant among N
+    candidates, ATOP = AUC (N - P) / N + (P + 1) / (2N): each relevant item's N - p(i) (0-based p)
+    counts itself, the irrelevant items below it (AUC's pairs) and the relevant ones below it
+    (P(P - 1)/2 in all), so ATOP → AUC when P ≪ N. Checked with heavy ties and exclusions, where
+    both metrics average over the tied orders."""
+    rng = np.random.default_rng(7)
+    scores = rng.integers(0, 6, (40, 30)).astype(np.float32)          # many ties
+    relevant = rng.random((40, 30)) < 0.2
+    relevant[0] = False                                                # a user without relevant items
+    exclude = (rng.random((40, 30)) < 0.25) & ~relevant
+    got = metrics.evaluate(scores, relevant, exclude=exclude, metrics=("atop", "auc"))
+    n, p = (~exclude).sum(1), relevant.sum(1)
+    ok = (p > 0) & (p < n)
+    np.testing.assert_allclose(got["atop"][ok], (got["auc"] * (n - p) / n + (p + 1) / (2 * n))[ok], rtol=1e-12)
+    assert np.isnan(got["atop"][0]) and np.isnan(got["auc"][0])
