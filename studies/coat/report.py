@@ -146,29 +146,41 @@ def report(config: CoatConfig, records: pd.DataFrame) -> Report:
     tables = {"table_agreement": agree, "table_values": values_table(records),
               "table_selected": selected, "table_inversions": flips,
               "table_best_protocol": differences}
-    steck = claims(config, agree, records)
+    leads = steck_leads(config, agree, records)
+    steck = _claims_from(config, leads)
     return Report(tables=tables, figures={"fig_agreement": _figure(agree)},
-                  summary=summary_text(config, records, agree, selected, differences, steck), claims=steck)
+                  summary=summary_text(config, records, agree, selected, differences, leads), claims=steck)
+
+
+def steck_leads(config: CoatConfig, agree: pd.DataFrame, records: pd.DataFrame) -> list[dict]:
+    """Per MCAR truth and protocol (a1, a2): its lead over (b) in τ of the pooled values, mean over
+    the metrics, the paired bootstrap interval at `level` over users (`_lead`), and the verdict on
+    Steck's argument (reproduced when the interval lies above 0, not reproduced below, else tie)."""
+    out = []
+    for truth in TRUTHS:
+        for protocol in (A1, A2):
+            lead, low, high = _lead(config, agree, records, protocol, B, truth)
+            out.append({"truth": truth, "protocol": protocol, "lead": lead, "low": low, "high": high,
+                        "verdict": "reproduced" if low > 0 else "not reproduced" if high < 0 else "tie"})
+    return out
 
 
 def claims(config: CoatConfig, agree: pd.DataFrame, records: pd.DataFrame) -> list[reporting.Claim]:
     """Steck's argument (RecSys'13, §3.3): an offline test that ranks all items (a1) or the unrated
     items (a2) reflects what users meet better than one that ranks only their rated test items (b).
     Here, against each MCAR truth: τ of the pooled values, mean over the metrics, of (a1) and of
-    (a2) against (b), with the paired bootstrap interval at `level` over users (`_lead`)."""
-    out = []
-    for truth in TRUTHS:
-        for protocol in (A1, A2):
-            lead, low, high = _lead(config, agree, records, protocol, B, truth)
-            verdict = "reproduced" if low > 0 else "not reproduced" if high < 0 else "tie"
-            out.append(reporting.Claim(
-                "Steck RecSys'13, §3.3", f"ranking the {'whole catalogue' if protocol == A1 else 'unrated items'} "
-                f"({protocol.split()[0]}) orders models closer to the users' truth than ranking the rated "
-                f"test items (b); truth: {truth}", "argued, no number (Netflix has no missing-at-random truth)",
-                f"mean Kendall τ {protocol.split()[0]} minus b: {lead:+.2f} [{low:+.2f}, {high:+.2f}] "
-                f"({config.level:.0%} paired bootstrap over users; values pooled over {config.splits} splits)",
-                verdict, where="table_agreement"))
-    return out
+    (a2) against (b), with the paired bootstrap interval at `level` over users (`steck_leads`)."""
+    return _claims_from(config, steck_leads(config, agree, records))
+
+
+def _claims_from(config: CoatConfig, leads: list[dict]) -> list[reporting.Claim]:
+    return [reporting.Claim(
+        "Steck RecSys'13, §3.3", f"ranking the {'whole catalogue' if r['protocol'] == A1 else 'unrated items'} "
+        f"({r['protocol'].split()[0]}) orders models closer to the users' truth than ranking the rated "
+        f"test items (b); truth: {r['truth']}", "argued, no number (Netflix has no missing-at-random truth)",
+        f"mean Kendall τ {r['protocol'].split()[0]} minus b: {r['lead']:+.2f} [{r['low']:+.2f}, {r['high']:+.2f}] "
+        f"({config.level:.0%} paired bootstrap over users; values pooled over {config.splits} splits)",
+        r["verdict"], where="table_agreement") for r in leads]
 
 
 def _lead(config: CoatConfig, agree: pd.DataFrame, records: pd.DataFrame, protocol: str, other: str,
@@ -189,7 +201,7 @@ def _skipped_text(config: CoatConfig) -> str:
 
 
 def summary_text(config: CoatConfig, records: pd.DataFrame, agree: pd.DataFrame,
-                 selected: pd.DataFrame, differences: pd.DataFrame, steck=()) -> str:
+                 selected: pd.DataFrame, differences: pd.DataFrame, steck_rows=()) -> str:
     sizes = records[(records.part == "data") & (records.split == 0)]
     v = sizes.set_index("metric").value
     cutoffs = records[records.metric == "P@N"].groupby("protocol").cutoff.first()
@@ -246,13 +258,11 @@ def summary_text(config: CoatConfig, records: pd.DataFrame, agree: pd.DataFrame,
             + f". Closest to this truth among the unweighted protocols: {best} (mean τ "
             f"{by_protocol[best]:+.2f}), {strength} (lead in mean τ, paired bootstrap "
             f"{config.level:.0%} interval over users: {leads}).")
-    if steck:                  # `claims` order: per truth, a1 then a2
-        leads = [f"{protocol.split()[0]} against {truth}: "
-                 + "{:+.2f} [{:+.2f}, {:+.2f}]".format(*_lead(config, agree, records, protocol, B, truth))
-                 + f", {claim.verdict}" for (truth, protocol), claim in zip(itertools.product(TRUTHS, (A1, A2)), steck)]
+    if steck_rows:                                     # `steck_leads`
         lines.append("Steck's argument that ranking all or the unrated items reflects users better than "
                      "ranking only their rated test items (the Claims section), mean τ minus that of b: "
-                     + "; ".join(leads) + ".")
+                     + "; ".join(f"{r['protocol'].split()[0]} against {r['truth']}: {r['lead']:+.2f} "
+                                 f"[{r['low']:+.2f}, {r['high']:+.2f}], {r['verdict']}" for r in steck_rows) + ".")
     lines.append("IPS weighting " + ("helps" if all(ips_better) else "does not help" if not any(ips_better)
                                      else "helps against one truth only")
                  + " on the DCG metrics it applies to (no test of that difference). Trust these "
