@@ -107,11 +107,11 @@ def _claim(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def calibration(config: ProtocolsConfig, frame: pd.DataFrame) -> pd.DataFrame:
-    """Steck's own check that MF-RMSE is a sound rating predictor, per data set: the RMSE of both
-    models on the (b) test ratings (Steck: MF-RMSE 0.88, AllRank 0.96 on Netflix) and the gate —
-    MF-RMSE lower beyond z SE of the paired per-part difference. A simulated world that fails it
-    is not a stand-in for Steck's data on protocol (b)."""
+def calibration(frame: pd.DataFrame) -> pd.DataFrame:
+    """Steck's own check that MF-RMSE is a sound rating predictor, per data set, from `_rows`: the
+    RMSE of both models on the (b) test ratings (Steck: MF-RMSE 0.88, AllRank 0.96 on Netflix) and
+    the gate — MF-RMSE lower beyond z SE of the paired per-part difference (the row's winner). A
+    world that fails it is not a stand-in for Steck's data on protocol (b)."""
     rows = frame[(frame.protocol == "b rated test items") & (frame.metric == "RMSE")]
     return pd.DataFrame([{"data": r["data"], "RMSE MF-RMSE": r["MF-RMSE"], "RMSE AllRank": r["AllRank"],
                           "MF-RMSE lower by": r["MF-RMSE better by"], "se (parts)": r["se (parts)"],
@@ -125,7 +125,7 @@ def _differing_pairs(groups) -> float:
     return float(np.mean(pairs)) if pairs else float("nan")
 
 
-def _selected(config: ProtocolsConfig, records: pd.DataFrame) -> pd.DataFrame:
+def _selected(records: pd.DataFrame) -> pd.DataFrame:
     """Per data set and model: the grid, the selected point (λ; AllRank also r_m), its validation
     value and sweeps, and the grid edges it sits at (`simrec.models.select`, the selection
     `simrec.models.tune` made in the cell: lowest RMSE for MF-RMSE, highest nDCG for AllRank)."""
@@ -150,8 +150,8 @@ def report(config: ProtocolsConfig, records: pd.DataFrame) -> Report:
 
     frame = _rows(config, records)
     claim = _claim(frame)
-    selected = _selected(config, records)
-    gate = calibration(config, frame)
+    selected = _selected(records)
+    gate = calibration(frame)
     ranking = frame[frame.metric != "RMSE"]
     with reporting.theme(), sns.color_palette("deep"):
         grid = sns.catplot(data=ranking, x="metric", y="MF-RMSE better by", hue="protocol",
