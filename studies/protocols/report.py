@@ -267,7 +267,7 @@ def _summary_text(config, frame, claim, selected, gate, sizes: pd.DataFrame, ste
     for row in frame[frame.metric == "RMSE"].to_dict("records"):
         lines.append(f"- {row['data']}, RMSE on {row['protocol']}: MF-RMSE {row['MF-RMSE']:.3f}, "
                      f"AllRank {row['AllRank']:.3f} ({row['winner']}, z = {row['z']:.1f})")
-    lines += ["", _gate_text(gate), ""]
+    lines += ["", _gate_text(gate, config.z), ""]
     lines.append("Selected (validation RMSE for MF-RMSE, validation "
                  f"{config.validation_metric} for AllRank; λ grid {config.mf_l2_grid[0]:g} .. "
                  f"{config.mf_l2_grid[-1]:g}): " + "; ".join(
@@ -279,7 +279,7 @@ def _summary_text(config, frame, claim, selected, gate, sizes: pd.DataFrame, ste
     if len(edges):
         lines.append(f"  {len(edges)} selection(s) at the edge of the grid: the optimum may lie "
                      "outside it.")
-    lines += ["", _reversal_verdict(frame), "", _claims_text(steck, list(dict.fromkeys(frame.data))), "",
+    lines += ["", _reversal_verdict(frame, config.z), "", _claims_text(steck, list(dict.fromkeys(frame.data))), "",
               "Caveat — how the simulated world was chosen: the world (4-dimensional tastes), "
               "observe_probability and the item exposure were chosen by probes, with Steck's "
               "untuned Netflix λ and the earlier protocols (every item in (a); all test items at "
@@ -306,14 +306,14 @@ def _summary_text(config, frame, claim, selected, gate, sizes: pd.DataFrame, ste
     return "\n".join(lines)
 
 
-def _gate_text(gate: pd.DataFrame) -> str:
+def _gate_text(gate: pd.DataFrame, z: float) -> str:
     """The calibration gate per data set, and what a failing simulated cell means for its verdicts."""
     parts = [f"{r['data']} {r['gate']} (MF-RMSE {r['RMSE MF-RMSE']:.3f} vs AllRank {r['RMSE AllRank']:.3f})"
              for r in gate.to_dict("records")]
     failing = [r["data"] for r in gate.to_dict("records")
                if r["gate"] == "fails" and r["data"] in ("simulated", EXPOSURE_CELL)]
     text = ("Calibration gate (Steck's check that MF-RMSE is the better rating predictor: its RMSE on the (b) "
-            "test ratings below AllRank's beyond 2 SE; Netflix 0.88 vs 0.96): " + "; ".join(parts) + ".")
+            f"test ratings below AllRank's beyond {z:g} SE; Netflix 0.88 vs 0.96): " + "; ".join(parts) + ".")
     if failing:
         text += (" " + " and ".join(failing) + " fail" + ("s" if len(failing) == 1 else "")
                  + " it: there AllRank predicts the observed ratings at least as well as MF-RMSE, so protocol (b) "
@@ -337,7 +337,7 @@ def _claims_text(steck: list[reporting.Claim], data_names: list[str]) -> str:
             "come from another data set and are not expected to match; the directions are the claims.")
 
 
-def _reversal_verdict(frame: pd.DataFrame) -> str:
+def _reversal_verdict(frame: pd.DataFrame, z: float) -> str:
     """Whether Steck's reversal shows: on how many ranking metrics protocol (b) names MF-RMSE while
     (a1) or (a2) names AllRank, per data set and weighting."""
     ranking = frame[frame.metric != "RMSE"]
@@ -350,5 +350,5 @@ def _reversal_verdict(frame: pd.DataFrame) -> str:
         a_all = (wide["a1 all items"] == "AllRank") | (wide["a2 unrated items"] == "AllRank")
         parts.append(f"{data_name} ({weighting}) {int((b_mf & a_all).sum())} of {len(wide)}")
     return ("Verdict — Steck's reversal (AllRank ahead under (a1)/(a2) while MF-RMSE is ahead "
-            "under (b), both beyond 2 SE), metrics showing it per data set and weighting: " + "; ".join(parts)
+            f"under (b), both beyond {z:g} SE), metrics showing it per data set and weighting: " + "; ".join(parts)
             + ".")
