@@ -28,17 +28,23 @@ Here every conclusion is re-tested on a grid of regimes of the `simrec_studies.c
 * a target that changes the candidate generator (``generator_shift`` λ): G′ = the top N per user of
   (1 − λ)·z(retrieval) + λ·z(rt scores), z = standardised per user (λ = 0: G′ = G exactly; λ = 1:
   the target retrieves with its own scores, and part of its exposure falls on items the logger
-  never shows, which no estimator on R₀'s log can see).
+  never shows, which no estimator on R₀'s log can see);
+* engagement-only drift (map ``engagement``): the global drift's size ``global_drift`` and its
+  session-length share with both walks off (`MAP_DIALS`), so that at share 0 the days differ in
+  engagement alone and at share 1 in session length alone.
 
-A *map* (`MAPS`) varies two dials on a grid, the others stay at `RegimesConfig.dials`. A cell is one
-grid point x one replication: `days` consecutive days (replication r: days r·days … (r+1)·days − 1;
-the walks persist over absolute days). Each day, R₀ logs `log_sessions` sessions
+A *map* (`MAPS`) varies two dials on a grid, the others stay at `RegimesConfig.dials` (or at the
+map's `MAP_DIALS`). A cell is one distinct regime x one replication: `days` consecutive days
+(replication r: days r·days … (r+1)·days − 1; the walks persist over absolute days). Grid points of
+several maps with the same dials (the default regime lies on four maps) are one regime, computed
+once, and its records are written for each of its points. Each day, R₀ logs `log_sessions` sessions
 (`feed.simulate`), the simulator gives the exact online reward of every policy
 (Σ_x p(x) Σ_a q(x, a) ε(x, a) under the day's true view model, `table_value`; for the
 Plackett–Luce logger with its estimated exposures), and on the log:
 
-* R_t = Sort(rt) on G′ is estimated with DCG {log, pbm} x {C, Q̂} (m = 1 and ∞) and nDCG (pbm, Q̂)
-  with sessions without positive label skipped or counted as 0 — the estimators of study
+* R_t = Sort(rt) on G′ and the logger R₀ itself (Table 2 correlates both series) are estimated
+  with DCG {log, pbm} x {C, Q̂} (m = 1 and ∞) and nDCG (pbm, Q̂) with sessions without positive
+  label skipped or counted as 0 — the estimators of study
   ``correlation`` (Table 2, the labels of `simrec_studies.common.table2.ESTIMATORS`), through the
   estimator registry of `simrec.ope` (`simrec_studies.common.table2_estimates`: "dcg", "ndcg");
 * every target of `improving` and `harmful` gets the per-trajectory difference
@@ -56,7 +62,7 @@ to the digits it reports):
 (a) holds where mean r >= 0.5 and mean r − 2 SE > 0, fails where mean r + 2 SE < 0.5;
 (b) DCG (pbm, Q̂) − nDCG (skip) in r, paired over replications: holds beyond +2 SE, fails below
 −2 SE, else tie; "opposite sign" where nDCG's mean r + 2 SE < 0;
-(c) DCG (pbm, Q̂) − DCG (log, C) in r, paired likewise;
+(c) DCG (pbm, Q̂) − DCG (log, C) in r, paired likewise, for R_t's series and for R₀'s;
 (d) over the grid point's settings (replications x days x signals x targets): TPR(m) = share of
 truly improving settings (exact difference > 0) whose `confidence` normal CI is above 0, FPR(m)
 the same share of truly harmful settings, Wilson intervals (`stats.proportion_ci`); holds where the best m
@@ -146,7 +152,10 @@ class RegimesConfig:
     item_walks: tuple[float, ...] = (0.0, 0.1, 0.3)        # grid of the item_walk dial
     view_walks: tuple[float, ...] = (0.0, 0.1, 0.3)        # grid of the view_walk dial
     generator_shifts: tuple[float, ...] = (0.0, 0.5, 1.0)  # grid of the generator_shift dial
-    replications: int = 2            # replications per grid point (disjoint day ranges), >= 2 for an SE
+    global_drifts: tuple[float, ...] = (0.16, 0.32, 0.64)  # grid of the global_drift dial (engagement map)
+    #: replications per grid point (disjoint day ranges): each verdict's SE is over them (>= 2 for
+    #: an SE; 5 give a 2-SE rule with 4 degrees of freedom)
+    replications: int = 5
     #: logged sessions a day of the paper-like cell (default dials, replication 0..paper_replications-1);
     #: 0 = no such cell
     paper_sessions: int = 1_000_000
@@ -203,8 +212,9 @@ PRESETS = {"smoke": _smoke(), "default": RegimesConfig()}
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
 from simrec_studies.regimes.compute import (  # noqa: E402,F401
-    CORRELATED, DAY_QUANTITIES, LEVEL, PAPER, TARGET, Shared, cell_dials, cells, compute, difference_moments,
-    exposure_table, grid, logger_policy, placement, regime_config, setup, shifted_generator, table_value)
+    CORRELATED, DAY_QUANTITIES, LEVEL, PAPER, SERIES, TARGET, Shared, cell_dials, cell_points, cells, compute,
+    difference_moments, exposure_table, grid, grid_points, logger_policy, placement, regime_config, setup,
+    shifted_generator, table_value)
 from simrec_studies.regimes.report import (  # noqa: E402,F401
     claims, correlations, daily_frame, detection, mechanism, report, settings_frame, verdict_d, verdicts)
 
@@ -214,4 +224,4 @@ STUDY = Study(
                 "worse, pbm/Q̂ beat log/C, clipped DCG detects improvements) hold over exploration, log size, "
                 "drift and candidate-generator regimes",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 370})
+    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 600})

@@ -33,6 +33,7 @@ DIALS = {
     "item_walk": ("item_walks", "item random-walk sd / day"),
     "view_walk": ("view_walks", "view random-walk sd / day"),
     "generator_shift": ("generator_shifts", "generator shift λ (G′ vs G)"),
+    "global_drift": ("global_drifts", "global drift sd"),
 }
 #: map -> (x dial, y dial); a map with the temperature dial uses the Plackett–Luce logger
 MAPS = {
@@ -41,10 +42,15 @@ MAPS = {
     "drift": ("session_share", "item_walk"),
     "examination": ("view_walk", "session_share"),
     "generator": ("generator_shift", "epsilon"),
+    "engagement": ("global_drift", "session_share"),
 }
+#: dials a map holds at other values than `RegimesConfig.dials`: the engagement map has no item or
+#: view walk, so that at session_share 0 the only drift is the global engagement factor
+MAP_DIALS = {"engagement": {"item_walk": 0.0, "view_walk": 0.0}}
 PAPER = "paper"                      # the map name of the paper-like cell (default dials, 10^6 sessions)
 CORRELATED = ("dcg_log_c", "dcg_log_q", "dcg_pbm_c", "dcg_pbm_q", "ndcg_skip", "ndcg_zero")
 TARGET = "rt"                        # the target whose daily estimates are correlated (Table 2's R_t)
+SERIES = (TARGET, "R0")              # the policies whose daily series are correlated (Table 2's R_t and R_0)
 DAY_QUANTITIES = ("log_length", "engagement", "depth", "max_weight")
 
 
@@ -56,25 +62,44 @@ def grid(config: RegimesConfig, name: str) -> tuple[tuple, tuple]:
     return getattr(config, DIALS[x][0]), getattr(config, DIALS[y][0])
 
 
-def cells(config: RegimesConfig) -> list[dict]:
+def grid_points(config: RegimesConfig) -> list[dict]:
+    """Every grid point {"map", "x", "y"} of the config's maps, in map and grid order, then the
+    paper-like cell's point (when ``paper_sessions``)."""
     out = []
     for name in config.maps:
         xs, ys = grid(config, name)
-        out += [{"map": name, "x": float(x), "y": float(y), "replication": r}
-                for x in xs for y in ys for r in range(config.replications)]
+        out += [{"map": name, "x": float(x), "y": float(y)} for x in xs for y in ys]
     if config.paper_sessions:
-        out += [{"map": PAPER, "x": float(config.paper_sessions), "y": 0.0, "replication": r}
-                for r in range(config.paper_replications)]
+        out.append({"map": PAPER, "x": float(config.paper_sessions), "y": 0.0})
     return out
 
 
-def cell_dials(config: RegimesConfig, cell: dict) -> Dials:
-    """The dials of a cell: config.dials with the map's two dials set (the temperature dial
-    switches to the Plackett–Luce logger); the paper cell changes log_sessions only."""
-    if cell["map"] == PAPER:
-        return dataclasses.replace(config.dials, log_sessions=int(cell["x"]))
-    x, y = MAPS[cell["map"]]
-    values = {x: cell["x"], y: cell["y"]}
+def cells(config: RegimesConfig) -> list[dict]:
+    """One cell per distinct regime and replication: {"points": [[map, x, y], ...], "replication"}.
+    Grid points of different maps whose dials coincide (the default regime lies on several maps)
+    are one regime, computed once; its records are written for each of its points."""
+    regimes: dict = {}
+    for point in grid_points(config):
+        regime = (point["map"] == PAPER, cell_dials(config, point))
+        regimes.setdefault(regime, []).append([point["map"], point["x"], point["y"]])
+    replications = lambda points: (config.paper_replications if points[0][0] == PAPER  # noqa: E731
+                                   else config.replications)
+    return [{"points": points, "replication": r} for points in regimes.values() for r in range(replications(points))]
+
+
+def cell_points(cell: dict) -> list[dict]:
+    """The grid points {"map", "x", "y"} a cell's records are written for."""
+    return [{"map": name, "x": x, "y": y} for name, x, y in cell["points"]]
+
+
+def cell_dials(config: RegimesConfig, point: dict) -> Dials:
+    """The dials of a grid point {"map", "x", "y"}: config.dials with the map's `MAP_DIALS` and its
+    two dials set (the temperature dial switches to the Plackett–Luce logger); the paper cell
+    changes log_sessions only."""
+    if point["map"] == PAPER:
+        return dataclasses.replace(config.dials, log_sessions=int(point["x"]))
+    x, y = MAPS[point["map"]]
+    values = {**MAP_DIALS.get(point["map"], {}), x: point["x"], y: point["y"]}
     if "log_sessions" in values:
         values["log_sessions"] = int(values["log_sessions"])
     return dataclasses.replace(config.dials, **values)
@@ -93,7 +118,7 @@ def setup(key, config: RegimesConfig) -> Shared:
     """Build (and train) the platform and the placements once per run; `key` is the run's root key."""
     platform = S.platform(key, config.scenario, 0, (S.Trained("r0"), S.Trained("rt")))
     r0 = S.scores(platform, S.Trained("r0"))
-    temperatures = sorted({cell_dials(config, cell).temperature for cell in cells(config)} - {0.0})
+    temperatures = sorted({cell_dials(config, point).temperature for point in grid_points(config)} - {0.0})
     return Shared(platform, {t: placement(shared_key(key, "placement"),
                                           logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=t)),
                                           platform.world.n_users, config.exposure_samples) for t in temperatures})
@@ -221,14 +246,15 @@ def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.
                                              float(1.0 / logged.min())))]
 
 
-def correlated_estimates(data: dict, targets: dict) -> dict[str, tuple[float, float]]:
-    """{`CORRELATED` estimator: (value, standard error)} of the target rt on one signal's log:
-    DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} and nDCG (pbm, Q̂) with sessions without an ideal
-    skipped or counted as 0, through the registry (`table2_estimates.contributions`, `.estimates`).
-    data, targets: `table2_estimates.inputs` of the log under the views "log" and "pbm"."""
-    only = {view: {TARGET: by[TARGET]} for view, by in targets.items()}
+def correlated_estimates(data: dict, targets: dict) -> dict[tuple[str, str], tuple[float, float]]:
+    """{(`CORRELATED` estimator, policy): (value, standard error)} of the target rt and the logger
+    R₀ (`SERIES`) on one signal's log: DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} and nDCG (pbm, Q̂)
+    with sessions without an ideal skipped or counted as 0, through the registry
+    (`table2_estimates.contributions`, `.estimates`). data, targets: `table2_estimates.inputs` of
+    the log under the views "log" and "pbm"."""
+    only = {view: {name: by[name] for name in SERIES} for view, by in targets.items()}
     estimates = table2_estimates.estimates(table2_estimates.contributions(data, only, math.inf, CORRELATED))
-    return {key: estimates[key, TARGET] for key in CORRELATED}
+    return {(key, name): estimates[key, name] for key in CORRELATED for name in SERIES}
 
 
 def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict, log_tables: dict,
@@ -261,10 +287,9 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
                 for name, v in online.items()]
         data, targets = table2_estimates.inputs(log.rewards[s], viewed, exposures, discount)
         values = correlated_estimates(data, targets)
-        for q in CORRELATED:
-            out += [{"signal": signal, "target": TARGET, "quantity": q, "m": math.nan, "value": float(values[q][0])},
-                    {"signal": signal, "target": TARGET, "quantity": f"se[{q}]", "m": math.nan,
-                     "value": float(values[q][1])}]
+        for (q, name), (value, se) in values.items():
+            out += [{"signal": signal, "target": name, "quantity": q, "m": math.nan, "value": float(value)},
+                    {"signal": signal, "target": name, "quantity": f"se[{q}]", "m": math.nan, "value": float(se)}]
         moments = difference_moments(data["pbm"], targets["pbm"], m)
         for name, (mean, se) in moments.items():
             out += [{"signal": signal, "target": name, "quantity": q, "m": float(mv), "value": float(v)}
@@ -273,9 +298,11 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
 
 
 def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict]:
-    """Records of one cell: its regime's `days` days. `key` is the run's root key; day t of
-    replication r draws from fold_in(shared_key(key, "replication:r"), t) at every grid point."""
-    dials = cell_dials(config, cell)
+    """Records of one cell: its regime's `days` days, written for each of its grid points
+    (`cell_points`). `key` is the run's root key; day t of replication r draws from
+    fold_in(shared_key(key, "replication:r"), t) at every grid point."""
+    points = cell_points(cell)
+    dials = cell_dials(config, points[0])
     platform = dataclasses.replace(shared.platform, config=regime_config(config.scenario, dials))
     r0 = S.scores(platform, S.Trained("r0"))
     rankers = {S.ranker_label(r): S.scores(platform, r) for r in config.improving + config.harmful}
@@ -289,15 +316,13 @@ def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict
     log_tables = {name: exposure_table(p, feed.Logarithmic(), n_users, placement_ if name == "R0" else None)
                   for name, p in policies.items()}
     activity = np.asarray(jax.nn.softmax(platform.world.user_log_activity), np.float64)     # the base user mix
-    head = {"map": cell["map"], "x": cell["x"], "y": cell["y"], "replication": cell["replication"]}
-    out = [{**head, "day": -1, "signal": "", "target": name, "quantity": "lost", "m": math.nan,
+    out = [{"day": -1, "signal": "", "target": name, "quantity": "lost", "m": math.nan,
             "value": float(np.asarray(ope.support_loss(log_tables["R0"], table), np.float64) @ activity)}
            for name, table in log_tables.items() if name != "R0"]
-    days = config.paper_days if cell["map"] == PAPER else config.scenario.days
+    days = config.paper_days if points[0]["map"] == PAPER else config.scenario.days
     for t in range(days):
         d = cell["replication"] * days + t
         records = _day_records(jax.random.fold_in(base, t), platform, config, dials, policies, log_tables, placement_,
                                d)
-        out += [{**head, "day": d, **record} for record in records]
-    return out
-
+        out += [{"day": d, **record} for record in records]
+    return [{**point, "replication": cell["replication"], **record} for point in points for record in out]

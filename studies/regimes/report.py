@@ -16,7 +16,8 @@ from simrec.runner import Report
 from simrec_studies.common import scenarios as S
 from simrec_studies.common import table2
 from simrec_studies.common.table2 import ESTIMATORS
-from simrec_studies.regimes.compute import CORRELATED, DIALS, MAPS, PAPER, TARGET, cell_dials, grid
+from simrec_studies.regimes.compute import (CORRELATED, DIALS, MAPS, PAPER, SERIES, TARGET, cell_dials, grid,
+                                            grid_points)
 
 if TYPE_CHECKING:
     from simrec_studies.regimes import RegimesConfig
@@ -35,28 +36,31 @@ def _label(name: str, axis: str) -> str:
 
 
 def daily_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """One row per (map, x, y, replication, day, signal): the exact online reward of rt
-    (``online``) and R₀ (``online_R0``), rt's estimates (`CORRELATED`) and their SEs."""
-    keys = [*CELL, "replication", "day", "signal"]
-    part = records[(records.signal != "") & records.m.isna()
-                   & ((records.target == TARGET) | ((records.target == "R0") & (records.quantity == "online")))]
-    part = part.assign(column=np.where(part.target == "R0", "online_R0", part.quantity))
-    wide = part.pivot_table(index=keys, columns="column", values="value", sort=False).reset_index()
+    """One row per (map, x, y, replication, day, signal, series): the exact online reward
+    (``online``) of the series' policy (`SERIES`: the target rt, the logger R₀), that policy's
+    estimates (`CORRELATED`) and their SEs."""
+    keys = [*CELL, "replication", "day", "signal", "target"]
+    part = records[(records.signal != "") & records.m.isna() & records.target.isin(SERIES)
+                   & ((records.quantity == "online") | records.quantity.isin(CORRELATED)
+                      | records.quantity.str.startswith("se["))]
+    wide = part.pivot_table(index=keys, columns="quantity", values="value", sort=False).reset_index()
     wide.columns.name = None
-    return wide
+    order = np.argsort(wide.target.map(SERIES.index).to_numpy(), kind="stable")   # R_t's series first
+    return wide.iloc[order].reset_index(drop=True).rename(columns={"target": "series"})
 
 
 def correlations(daily: pd.DataFrame) -> pd.DataFrame:
-    """Pearson r (`stats.pearson`) of each estimator's daily series with rt's exact online reward,
-    per (map, x, y, replication, signal); NaN where a series is constant."""
+    """Pearson r (`stats.pearson`) of each estimator's daily series with the exact online reward of
+    the same policy, per (map, x, y, replication, signal, series); NaN where a series is constant."""
     rows = []
-    for key, group in daily.groupby([*CELL, "replication", "signal"], sort=False):
+    keys = [*CELL, "replication", "signal", "series"]
+    for key, group in daily.groupby(keys, sort=False):
         group = group.sort_values("day")
         online = group.online.to_numpy()
         for estimator in CORRELATED:
             values = group[estimator].to_numpy()
             ok = np.ptp(values) > 0 and np.ptp(online) > 0 and np.all(np.isfinite(values))
-            rows.append({**dict(zip([*CELL, "replication", "signal"], key)), "estimator": estimator,
+            rows.append({**dict(zip(keys, key)), "estimator": estimator,
                          "r": float(stats.pearson(values, online)[0]) if ok else math.nan})
     return pd.DataFrame(rows)
 
@@ -76,23 +80,41 @@ def verdict_a(mean: float, se: float) -> str:
     return "fails" if reporting.verdict(mean - 0.5, se).verdict == "fails" else "unclear"
 
 
+#: the policies each verdict is judged on: (a) and (b) on the target's series (the paper's claims are
+#: about evaluating a target), (c) on both series as Table 2 reports them
+VERDICT_SERIES = {"a": (TARGET,), "b": (TARGET,), "c": SERIES}
+SERIES_LABELS = {TARGET: "R_t", "R0": "R₀"}
+
+
+def _scope(series: str, replications: int) -> str:
+    """What one verdict row is judged on (the `scope` column of the verdict tables)."""
+    return (f"{SERIES_LABELS.get(series, series)}'s daily series, one signal; mean and SE over {replications} "
+            f"replication(s) of one r each")
+
+
 def verdicts(corr: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The verdicts (a)–(c) per (map, x, y, signal) over replications (package docstring); the
-    paired ones by `reporting.paired_verdict` over replications."""
-    keys = [*CELL, "signal"]
+    """The verdicts (a)–(c) per (map, x, y, signal, series) over replications (package docstring;
+    `VERDICT_SERIES`: (a) and (b) on R_t's series, (c) on R_t's and R₀'s); the paired ones by
+    `reporting.paired_verdict` over replications."""
+    keys = [*CELL, "signal", "series"]
     wide = corr.set_index([*keys, "replication", "estimator"]).r.unstack("estimator").reset_index()
+    wide = wide.iloc[np.argsort(wide.series.map(SERIES.index).to_numpy(), kind="stable")]   # R_t's rows first
     summary = {estimator: _mean_se_by(wide, keys, estimator) for estimator in CORRELATED}
     out = {"a": [], "b": [], "c": []}
     for key, group in wide.groupby(keys, sort=False):
         at = lambda estimator: summary[estimator].get(key, (math.nan, math.nan))   # noqa: E731
         base = dict(zip(keys, key))
+        series = base["series"]
         base = {"map": base["map"], "x_dial": _label(base["map"], "x"), "x": base["x"],
-                "y_dial": _label(base["map"], "y"), "y": base["y"], "signal": base["signal"],
-                "replications": len(group)}
-        mean, se = at("dcg_pbm_q")
-        out["a"].append({**base, "statistic": "mean r DCG (pbm, Q̂)", "value": mean, "se": se,
-                         "verdict": verdict_a(mean, se)})
+                "y_dial": _label(base["map"], "y"), "y": base["y"], "signal": base["signal"], "series": series,
+                "replications": len(group), "scope": _scope(series, len(group))}
+        if series in VERDICT_SERIES["a"]:
+            mean, se = at("dcg_pbm_q")
+            out["a"].append({**base, "statistic": "mean r DCG (pbm, Q̂)", "value": mean, "se": se,
+                             "verdict": verdict_a(mean, se)})
         for name, (better, worse) in PAIRED.items():
+            if series not in VERDICT_SERIES[name]:
+                continue
             paired = reporting.paired_verdict(group[better].to_numpy() - group[worse].to_numpy())
             row = {**base, "statistic": f"r {ESTIMATORS[better]} − r {ESTIMATORS[worse]}", "value": paired.mean,
                    "se": paired.se, "verdict": paired.verdict}
@@ -169,20 +191,22 @@ def verdict_d(frame: pd.DataFrame, rates: pd.DataFrame) -> pd.DataFrame:
                      "TPR m=1": float(group[group.m == 1.0].TPR.iloc[0]) if (group.m == 1.0).any() else math.nan,
                      "TPR m=∞": float(inf_row.TPR.iloc[0]) if len(inf_row) else math.nan,
                      "gain over m=∞": gain.mean, "gain SE": gain.se, "n_improving": int(best.n_improving),
-                     "n_harmful": int(best.n_harmful), "verdict": verdict})
+                     "n_harmful": int(best.n_harmful), "verdict": verdict,
+                     "scope": "signals, days, replications and targets pooled; TPR/FPR over those settings, the "
+                              "gain paired over the improving ones"})
     return pd.DataFrame(rows)
 
 
 def mechanism(records: pd.DataFrame, daily: pd.DataFrame) -> pd.DataFrame:
     """Per (map, x, y): the largest importance weight 1/ε₀ of a day's log (mean over days), rt's
-    exposure lost outside R₀'s support, and per signal the noise ceiling sqrt(1 − mean SE² /
+    exposure lost outside R₀'s support, and per signal the noise ceiling (of rt's series) sqrt(1 − mean SE² /
     Var over days) that one day's standard error puts on the r of DCG (pbm, Q̂) and DCG (log, C)."""
     day = records[(records.signal == "") & (records.target == "")]
     weights = day[day.quantity == "max_weight"].groupby(CELL, sort=False).value.mean().rename("max weight 1/ε₀")
     lost = records[(records.quantity == "lost") & (records.target == TARGET)].groupby(CELL, sort=False).value.mean()
     out = pd.concat([weights, lost.rename("rt exposure outside R₀'s support")], axis=1).reset_index()
     rows = []
-    for key, group in daily.groupby([*CELL, "signal"], sort=False):
+    for key, group in daily[daily.series == TARGET].groupby([*CELL, "signal"], sort=False):
         row = dict(zip([*CELL, "signal"], key))
         row["sd of online reward over days"] = float(group.groupby("replication").online.std(ddof=1).mean())
         for estimator in ("dcg_pbm_q", "dcg_log_c"):
@@ -247,19 +271,25 @@ def _where(table: pd.DataFrame, verdict: str) -> str:
 
 
 def _regions(config: RegimesConfig, table: pd.DataFrame, by_signal: bool = True) -> list[str]:
-    """One line per map (and signal): the count and grid points of each verdict."""
+    """One line per map (and signal, and series where a table has several): the count and grid
+    points of each verdict."""
     lines = []
+    several = "series" in table and table.series.nunique() > 1
+    groups = (list(dict.fromkeys(zip(table.signal, table.series if several else [None] * len(table))))
+              if by_signal else [(None, None)])
     for name in config.maps:
         x, y = MAPS[name]
-        for signal in (dict.fromkeys(table.signal) if by_signal else [None]):
-            part = table[(table["map"] == name) & ((table.signal == signal) if by_signal else True)]
+        for signal, series in groups:
+            part = table[(table["map"] == name) & ((table.signal == signal) if signal else True)
+                         & ((table.series == series) if series else True)]
             if part.empty:
                 continue
             counts = part.verdict.value_counts()
             text = "; ".join(f"{verdict} {counts[verdict]}/{len(part)}" + (
                 f" at {_where(part, verdict)}" if verdict in ("holds", "fails") else "")
                 for verdict in ("holds", "partly", "tie", "unclear", "fails") if verdict in counts)
-            lines.append(f"  - `{name}` ({x} × {y}{', ' + signal if signal else ''}): {text}")
+            label = "".join(f", {v}" for v in (signal, SERIES_LABELS.get(series) if series else None) if v)
+            lines.append(f"  - `{name}` ({x} × {y}{label}): {text}")
     return lines
 
 
@@ -276,8 +306,9 @@ def _paper_text(tables: dict, paper: pd.DataFrame) -> str:
             parts.append(f"(d) best m = {_fmt(row['best m'])}, TPR {row.TPR:.2f}, FPR {row.FPR:.2f}, "
                          f"TPR at m = 1 {row['TPR m=1']:.2f} and at m = ∞ {row['TPR m=∞']:.2f}: {row.verdict}")
         else:
-            parts.append(f"({name}) " + ", ".join(f"{r.signal} {r.value:+.2f} ± {_fmt(r.se)}: {r.verdict}"
-                                                   for r in part.itertuples()))
+            parts.append(f"({name}) " + ", ".join(
+                f"{r.signal}{' ' + SERIES_LABELS[r.series] if name == 'c' else ''} {r.value:+.2f} ± {_fmt(r.se)}: "
+                f"{r.verdict}" for r in part.itertuples()))
     return "; ".join(parts)
 
 
@@ -321,21 +352,37 @@ def _reading_b(b: pd.DataFrame) -> str:
         f"{_trend(b, 'drift', 'x', nd)} (drift map) and {_trend(b, 'examination', 'y', nd)} (examination map); "
         f"along the item walk {_trend(b, 'drift', 'y', nd)}. Days that differ in engagement move online reward "
         "but leave the per-session ratio nDCG nearly unchanged (labels scale in numerator and ideal); days that "
-        "differ in session length move both.")
+        "differ in session length move both."
+        + (f" With both walks off (engagement map) it is {_trend(b, 'engagement', 'y', nd)} along the share and "
+           f"{_trend(b, 'engagement', 'x', nd)} along the global drift's size."
+           if (b["map"] == "engagement").any() else ""))
 
 
 def _reading_c(c: pd.DataFrame) -> str:
-    """(c) DCG (log, C) against DCG (pbm, Q̂) along the view walk and the log size."""
+    """(c) DCG (log, C) against DCG (pbm, Q̂) along the view walk and the log size, for R_t's series;
+    then R₀'s."""
     lc = "r DCG (log, C)"
-    return (
-        f"- (c) log, C vs pbm, Q̂: the mean r of DCG (log, C) along the view walk is "
-        f"{_trend(c, 'examination', 'x', lc)} against {_trend(c, 'examination', 'x', 'r DCG (pbm, Q̂)')} for "
-        f"DCG (pbm, Q̂); along the log size, {_trend(c, 'exploration', 'y', lc)} against "
-        f"{_trend(c, 'exploration', 'y', 'r DCG (pbm, Q̂)')}. Raw labels carry no importance weights, so their "
-        "daily series is the less noisy one, and a fixed discount's error is nearly a constant factor from day "
-        "to day (the logger's clicks follow the day's true examination, and the target's reward moves with "
+    target, logger = c[c.series == TARGET], c[c.series == "R0"]
+    text = (
+        f"- (c) log, C vs pbm, Q̂: for R_t the mean r of DCG (log, C) along the view walk is "
+        f"{_trend(target, 'examination', 'x', lc)} against {_trend(target, 'examination', 'x', 'r DCG (pbm, Q̂)')} "
+        f"for DCG (pbm, Q̂); along the log size, {_trend(target, 'exploration', 'y', lc)} against "
+        f"{_trend(target, 'exploration', 'y', 'r DCG (pbm, Q̂)')}. Raw labels carry no importance weights, so "
+        "their daily series is the less noisy one, and a fixed discount's error is nearly a constant factor from "
+        "day to day (the logger's clicks follow the day's true examination, and the target's reward moves with "
         "them), which Pearson's r ignores; the unbiased estimator wins only once the log is large enough for "
         "its noise to fall below the drift it has to follow.")
+    if logger.empty:
+        return text
+    counts = logger.verdict.value_counts()
+    return text + (
+        " For R₀'s own series (on-policy: DCG (pbm, Q̂) is the logged mean reward, DCG (log, C) the clicks "
+        "weighted by the log discount's exposure) the difference is "
+        + ", ".join(f"{verdict} at {counts[verdict]}" for verdict in ("holds", "tie", "unclear", "fails")
+                    if verdict in counts)
+        + f" of {len(logger)} (grid point, signal) pairs; along the view walk DCG (log, C) "
+        f"{_trend(logger, 'examination', 'x', lc)} against DCG (pbm, Q̂) "
+        f"{_trend(logger, 'examination', 'x', 'r DCG (pbm, Q̂)')}.")
 
 
 def _reading_d(d: pd.DataFrame) -> str:
@@ -386,9 +433,10 @@ def _claim_verdict(verdict: str, se: float) -> str:
     return "not testable" if verdict == "unclear" and not math.isfinite(se) else CLAIM_VERDICTS[verdict]
 
 
-def _paper_r(estimator: str, signal: str) -> float:
-    """Table 2's r of an estimator for the target R_t on the first-level feed (our level's view)."""
-    return table2.PAPER[estimator][table2.SETTINGS.index(("level1", signal, "Rt"))]
+def _paper_r(estimator: str, signal: str, series: str = TARGET) -> float:
+    """Table 2's r of an estimator for the target R_t (or the logger R₀) on the first-level feed (our
+    level's view)."""
+    return table2.PAPER[estimator][table2.SETTINGS.index(("level1", signal, "Rt" if series == TARGET else "R0"))]
 
 
 def _at(table: pd.DataFrame, point: tuple[str, float, float]) -> pd.DataFrame:
@@ -408,7 +456,8 @@ def _correlation_claims(every: dict, point: tuple[str, float, float], regime: st
         label = f"L1 {SIGNAL_LABELS.get(row.signal, row.signal)} R_t"
         out.append(Claim(
             f"{SOURCE} §6.1, Table 2", f"DCG (pbm, Q̂), Table 2's best estimator, follows the target's online "
-            f"reward over days: Pearson r >= 0.5 and above 0 by 2 SE ({row.signal}; {regime})", f"r = {_paper_r('dcg_pbm_q', row.signal):.2f} ({label})",
+            f"reward over days: Pearson r >= 0.5 and above 0 by 2 SE ({row.signal}; {regime})",
+            f"r = {_paper_r('dcg_pbm_q', row.signal):.2f} ({label})",
             row.value, _claim_verdict(row.verdict, row.se), row.se, _where_text("table_verdict_a", point)))
     for name, claim in (("b", "nDCG (pbm, Q̂, sessions without an ideal skipped) follows online reward worse than "
                               "DCG (pbm, Q̂), even with the opposite sign"),
@@ -416,10 +465,12 @@ def _correlation_claims(every: dict, point: tuple[str, float, float], regime: st
                               "better than the log discount with raw labels, DCG (log, C)")):
         better, worse = PAIRED[name]
         for row in _at(every[name], point).itertuples():
-            high, low = _paper_r(better, row.signal), _paper_r(worse, row.signal)
+            high, low = _paper_r(better, row.signal, row.series), _paper_r(worse, row.signal, row.series)
+            policy = SERIES_LABELS[row.series]
             out.append(Claim(
-                f"{SOURCE} §6.1, Table 2", f"{claim} ({row.signal}; {regime}): difference in r",
-                f"r {high:.2f} vs {low:.2f}: {high - low:+.2f} (L1 {SIGNAL_LABELS.get(row.signal, row.signal)} R_t)",
+                f"{SOURCE} §6.1, Table 2", f"{claim} ({row.signal}, {policy}'s series; {regime}): difference in r",
+                f"r {high:.2f} vs {low:.2f}: {high - low:+.2f} (L1 {SIGNAL_LABELS.get(row.signal, row.signal)} "
+                f"{policy})",
                 row.value, _claim_verdict(row.verdict, row.se), row.se, _where_text(f"table_verdict_{name}", point)))
     return out
 
@@ -459,7 +510,16 @@ def claims(config: RegimesConfig, every: dict) -> list[Claim]:
 
 # ---- the report ------------------------------------------------------------------------------------
 
+def in_grid_order(config: RegimesConfig, records: pd.DataFrame) -> pd.DataFrame:
+    """The records sorted (stably) by grid point in map and grid order (`grid_points`), then
+    replication: cells are distinct regimes, so a regime on several maps writes its points together."""
+    order = {(p["map"], p["x"], p["y"]): i for i, p in enumerate(grid_points(config))}
+    rank = np.array([order.get(key, len(order)) for key in zip(records["map"], records.x, records.y)])
+    return records.iloc[np.lexsort((records.replication.to_numpy(), rank))].reset_index(drop=True)
+
+
 def report(config: RegimesConfig, records: pd.DataFrame) -> Report:
+    records = in_grid_order(config, records)
     daily = daily_frame(records)
     corr = correlations(daily)
     frame = settings_frame(config, records)
@@ -509,15 +569,25 @@ def _verdict_map_lines(config: RegimesConfig, every: dict) -> list[str]:
     ]
 
 
+def _level_text(config: RegimesConfig) -> str:
+    """The confidence a 2-SE rule over the replications has, read as a t test on their r."""
+    if config.replications < 2:
+        return "one replication: no standard error, no verdict"
+    level = 2 * scipy_stats.t.cdf(reporting.Z, config.replications - 1) - 1
+    return (f"a {reporting.Z:g}-SE rule over {config.replications} values of r is a two-sided t test at about "
+            f"{100 * level:.0f} % with {config.replications - 1} degrees of freedom")
+
+
 def _claims_text(config: RegimesConfig) -> str:
     """Where the claims table (the Claims section) takes our numbers from, and how to read it."""
     point = base_point(config)
     where = (f"the base regime, grid point ({_fmt(point[1])}, {_fmt(point[2])}) of `{point[0]}`, where every dial "
              "is at its default and G′ = G as in the paper, with standard errors over replications"
              if point else "no grid point at the default dials (no map passes through them)")
-    return ("**Claims** (the Claims section, `table_claims`): Table 2's r for the target R_t on the first-level "
-            "feed (whose view model, a scroll budget, is the one simulated here) and Fig. 1's finding beside "
-            f"{where}" + (", and beside the paper-like cell" if config.paper_sessions else "") + ". Table 2 "
+    return ("**Claims** (the Claims section, `table_claims`): Table 2's r for the target R_t (and for (c) the "
+            "logger R₀ as well) on the first-level feed (whose view model, a scroll budget, is the one simulated "
+            f"here) and Fig. 1's finding beside {where}"
+            + (", and beside the paper-like cell" if config.paper_sessions else "") + ". Table 2 "
             "holds one r per setting from one week of one experiment, with no replication, and its own C_imp r "
             "for R_t (0.17, p = 0.75) is far from strong; 'reproduced' here means the direction holds beyond 2 SE "
             "over our replications, not that the r matches the paper's.")
@@ -531,7 +601,8 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         f"1,000, so that a cell takes seconds), one feed level (scroll-budget view, N = {sc.level1.candidates} "
         f"candidates, K = {sc.level1.feed_length} shown, no violations of Asm. 1–4). Maps: {maps}; each grid point "
         f"runs {config.replications} replications × {sc.days} days (disjoint days, the same random numbers at "
-        f"every grid point). Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
+        f"every grid point; a regime on several maps is computed once). The engagement map turns both walks "
+        f"off. Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
         f"logged sessions a day, global drift sd {dials.global_drift:g} with session-length share "
         f"{dials.session_share:g}, item walk {dials.item_walk:g}, view walk {dials.view_walk:g}, generator shift "
         f"{dials.generator_shift:g}. Correlations are against rt's exact online reward (the paper's A/B means over "
@@ -541,7 +612,7 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         f"`table_correlation` every r, `table_mechanism` weights, support loss and noise ceilings.",
         "",
         "**In short** (over every grid point of every map"
-        ", signals separately for (a)–(c)): "
+        ", signals separately for (a)–(c), (c) for R_t's and R₀'s series): "
         + "; ".join(f"({name}) " + ", ".join(f"{verdict} {count}" for verdict, count in
                                              every[name][every[name]["map"] != PAPER].verdict.value_counts().items())
                     for name in "abcd") + ".",
@@ -554,8 +625,9 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
               "**Caveats and where the source differs.** The paper's regime is one production platform with "
               "40M users, two feed levels and violated assumptions; here one simulated level without violations "
               "(besides Asm. 5 when G′ ≠ G), a platform of "
-              f"{sc.world.n_users} users, {config.replications} replications per grid point (a 2-SE rule over so few "
-              "replications is a coarse filter: 'tie' and 'unclear' mean not established, not equal). Correlations "
+              f"{sc.world.n_users} users, {config.replications} replications per grid point ({_level_text(config)}: "
+              "'tie' and 'unclear' mean not established, not equal). (d) is computed on the first-level feed only; "
+              "the paper's Fig. 1 pools both levels. Correlations "
               "use the exact online reward, not an A/B estimate. The Plackett–Luce logger's propensities are "
               f"estimated from {config.exposure_samples} sampled rankings per user (`placement`), which a "
               "production system would have to do as well; the ε-greedy logger's are exact. (d) pools the "

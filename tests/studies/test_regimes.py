@@ -130,8 +130,8 @@ def test_difference_moments_match_a_direct_computation():
 
 
 def test_correlated_estimates_match_a_direct_computation():
-    """rt's Table 2 estimates (m = 1 for C, ∞ for Q̂) against numpy, with different exposures under
-    the two views and the pbm discount in the nDCG ideal."""
+    """rt's and R₀'s Table 2 estimates (m = 1 for C, ∞ for Q̂) against numpy, with different
+    exposures under the two views and the pbm discount in the nDCG ideal."""
     rng, rewards, viewed, e0 = _random_log(1)
     n, k = viewed.shape
     exposures = {"log": {"R0": e0, "rt": rng.uniform(0, 1, (n, k)).astype(np.float32)},
@@ -139,19 +139,24 @@ def test_correlated_estimates_match_a_direct_computation():
                          "rt": rng.uniform(0, 1, (n, k)).astype(np.float32)}}
     discount = np.linspace(1.0, 0.3, k)
     out = compute_module.correlated_estimates(*table2_estimates.inputs(rewards, viewed, exposures, discount))
-    assert list(out) == list(compute_module.CORRELATED)
+    assert list(out) == [(q, name) for q in compute_module.CORRELATED for name in compute_module.SERIES]
     c = rewards.astype(np.float64)
-    for view, by in exposures.items():
-        weight = np.where(viewed, 1.0 / np.where(viewed, by["R0"], 1.0), 0.0)
-        for labels, m in (("c", 1.0), ("q", math.inf)):
-            dcg = (c * np.minimum(m, weight) * by["rt"]).sum(axis=1)
-            assert out[f"dcg_{view}_{labels}"][0] == pytest.approx(dcg.mean(), rel=1e-5)
-            assert out[f"dcg_{view}_{labels}"][1] == pytest.approx(dcg.std(ddof=1) / math.sqrt(n), rel=1e-4)
-    idcg = -np.sort(-(c * weight), axis=1) @ discount
-    ndcg = np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)          # dcg: pbm, Q̂
-    kept, zero = ndcg[idcg > 0], np.nan_to_num(ndcg)
-    assert out["ndcg_skip"] == pytest.approx((kept.mean(), kept.std(ddof=1) / math.sqrt(kept.size)), rel=1e-4)
-    assert out["ndcg_zero"] == pytest.approx((zero.mean(), zero.std(ddof=1) / math.sqrt(n)), rel=1e-4)
+    for name in compute_module.SERIES:
+        for view, by in exposures.items():
+            weight = np.where(viewed, 1.0 / np.where(viewed, by["R0"], 1.0), 0.0)
+            for labels, m in (("c", 1.0), ("q", math.inf)):
+                dcg = (c * np.minimum(m, weight) * by[name]).sum(axis=1)
+                value, se = out[f"dcg_{view}_{labels}", name]
+                assert value == pytest.approx(dcg.mean(), rel=1e-5)
+                assert se == pytest.approx(dcg.std(ddof=1) / math.sqrt(n), rel=1e-4)
+        if name == "R0":          # on-policy: DCG (pbm, Q̂) is the logged mean reward
+            assert out["dcg_pbm_q", name][0] == pytest.approx((c * viewed).sum(axis=1).mean(), rel=1e-5)
+        idcg = -np.sort(-(c * weight), axis=1) @ discount
+        ndcg = np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1.0), np.nan)          # dcg: pbm, Q̂
+        kept, zero = ndcg[idcg > 0], np.nan_to_num(ndcg)
+        assert out["ndcg_skip", name] == pytest.approx((kept.mean(), kept.std(ddof=1) / math.sqrt(kept.size)),
+                                                       rel=1e-4)
+        assert out["ndcg_zero", name] == pytest.approx((zero.mean(), zero.std(ddof=1) / math.sqrt(n)), rel=1e-4)
 
 
 def _pl_policy(scores: np.ndarray, candidates: np.ndarray, temperature: float, k: int) -> feed.Policy:
@@ -200,8 +205,8 @@ def test_table_value_is_the_online_value_of_an_exact_policy():
 def _verdict_frame(values: dict) -> pd.DataFrame:
     rows = []
     for estimator, rs in values.items():
-        rows += [{"map": "drift", "x": 0.0, "y": 0.1, "replication": i, "signal": "watch", "estimator": estimator,
-                  "r": r} for i, r in enumerate(rs)]
+        rows += [{"map": "drift", "x": 0.0, "y": 0.1, "replication": i, "signal": "watch", "series": "rt",
+                  "estimator": estimator, "r": r} for i, r in enumerate(rs)]
     return pd.DataFrame(rows)
 
 
@@ -270,13 +275,28 @@ def test_config_validation_and_cells():
             dataclasses.replace(regimes.PRESETS["default"], **change)
     config = regimes.PRESETS["default"]
     cells = regimes.cells(config)
+    points = regimes.grid_points(config)
     grid = sum(len(regimes.grid(config, name)[0]) * len(regimes.grid(config, name)[1]) for name in config.maps)
-    assert len(cells) == grid * config.replications + config.paper_replications
-    paper = [c for c in cells if c["map"] == regimes.PAPER]
-    assert paper and all(c["x"] >= 1e6 for c in paper)
-    dials = regimes.cell_dials(config, {"map": "plackett_luce", "x": 1.0, "y": 0.3, "replication": 0})
+    assert len(points) == grid + 1                               # every grid point and the paper cell
+    # one cell per distinct regime and replication, covering every grid point exactly once per replication
+    dials = [(p["map"] == regimes.PAPER, regimes.cell_dials(config, p)) for p in points]
+    distinct = len(set(dials))
+    assert len(cells) == (distinct - 1) * config.replications + config.paper_replications < len(points) * 5
+    for r in range(config.replications):
+        covered = [tuple(p) for c in cells if c["replication"] == r for p in c["points"] if p[0] != regimes.PAPER]
+        assert sorted(covered) == sorted((p["map"], p["x"], p["y"]) for p in points if p["map"] != regimes.PAPER)
+    for cell in cells:
+        assert len({regimes.cell_dials(config, p) for p in regimes.cell_points(cell)}) == 1
+    base = next(c for c in cells if ["exploration", 0.05, 10_000.0] in c["points"])
+    assert sorted(name for name, _, _ in base["points"]) == ["drift", "examination", "exploration", "generator"]
+    paper = [c for c in cells if c["points"][0][0] == regimes.PAPER]
+    assert paper and all(c["points"] == [[regimes.PAPER, float(config.paper_sessions), 0.0]] for c in paper)
+    dials = regimes.cell_dials(config, {"map": "plackett_luce", "x": 1.0, "y": 0.3})
     assert dials.temperature == 1.0 and dials.item_walk == 0.3 and dials.epsilon == config.dials.epsilon
-    assert regimes.cell_dials(config, paper[0]).log_sessions == config.paper_sessions
+    assert regimes.cell_dials(config, regimes.cell_points(paper[0])[0]).log_sessions == config.paper_sessions
+    engagement = regimes.cell_dials(config, {"map": "engagement", "x": 0.64, "y": 0.0})   # engagement-only drift
+    assert (engagement.global_drift, engagement.session_share, engagement.item_walk, engagement.view_walk) == \
+        (0.64, 0.0, 0.0, 0.0)
     scenario = regimes.regime_config(config.scenario, dataclasses.replace(config.dials, session_share=0.25))
     assert scenario.drift.session ** 2 + scenario.drift.engagement ** 2 == pytest.approx(config.dials.global_drift ** 2)
     assert scenario.drift.session ** 2 == pytest.approx(0.25 * config.dials.global_drift ** 2)
@@ -348,8 +368,11 @@ def test_tiny_run_claims_set_table_2_and_fig_1_beside_ours(tiny_run):
     assert set(table.verdict) <= set(reporting.CLAIM_VERDICTS)
     base = table[table.evidence.str.endswith("generator (0, 0.1)")]
     paper = table[table.evidence.str.endswith("paper cell")]
-    assert len(base) == 3 * len(S.SIGNALS) + 1 and len(paper) == len(S.SIGNALS) + 1 and len(table) == len(base) + \
+    # (a), (b) on R_t's series, (c) on R_t's and R₀'s, per signal; (d) pooled
+    assert len(base) == 4 * len(S.SIGNALS) + 1 and len(paper) == len(S.SIGNALS) + 1 and len(table) == len(base) + \
         len(paper)
+    logger = base[base.claim.str.contains("R₀'s series", regex=False)]
+    assert len(logger) == len(S.SIGNALS) and logger["source's number"].str.contains("R₀)", regex=False).all()
     r_like = table2.PAPER["dcg_pbm_q"][table2.SETTINGS.index(("level1", "like", "Rt"))]
     assert base["source's number"].str.contains(f"r = {r_like:.2f} (L1 C_exp R_t)", regex=False).any()
     verdict_a = pd.read_csv(out / "table_verdict_a.csv")
@@ -358,3 +381,25 @@ def test_tiny_run_claims_set_table_2_and_fig_1_beside_ours(tiny_run):
     assert claim.ours == reporting.number(row.value) and claim.verdict == report_module.CLAIM_VERDICTS[row.verdict]
     assert set(paper[paper.claim.str.contains("Pearson")].verdict) == {"not testable"}     # one replication
     assert "## Claims" in (out / "README.md").read_text()
+
+
+def test_a_regime_on_two_maps_is_one_cell_whose_records_serve_both_points():
+    """Grid points of two maps with the same dials (here the default regime, on the exploration
+    and the generator map) are one cell per replication; its records are the same for each point
+    but for the point's coordinates, and `in_grid_order` puts them back in map and grid order."""
+    config = dataclasses.replace(TINY, maps=("exploration", "generator"), sessions=(400,), paper_sessions=0,
+                                 replications=1)
+    cells = regimes.cells(config)
+    shared_points = [c["points"] for c in cells if len(c["points"]) > 1]
+    assert shared_points == [[["exploration", 0.1, 400.0], ["generator", 0.0, 0.1]]]
+    assert len(cells) == len(regimes.grid_points(config)) - 1
+    records = pd.DataFrame(regimes.compute(jax.random.key(0), config, {"points": shared_points[0], "replication": 0},
+                                           regimes.setup(jax.random.key(0), config)))
+    by_point = [part.drop(columns=["map", "x", "y"]).reset_index(drop=True)
+                for _, part in records.groupby("map", sort=False)]
+    assert len(by_point) == 2 and len(by_point[0]) > 0
+    pd.testing.assert_frame_equal(by_point[0], by_point[1])
+    assert set(records[records.quantity.isin(regimes.CORRELATED)].target) == set(regimes.SERIES)
+    shuffled = records.iloc[::-1].reset_index(drop=True)
+    ordered = report_module.in_grid_order(config, shuffled)
+    assert list(dict.fromkeys(ordered["map"])) == ["exploration", "generator"]
