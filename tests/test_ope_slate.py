@@ -48,6 +48,41 @@ def test_rips_and_sips_equal_their_formulas_term_by_term():
     np.testing.assert_allclose(ope.prefix_weights(viewed, logging_prefix, logging_prefix), viewed * 1.0)
 
 
+def test_sn_rips_equals_its_formula_rank_by_rank():
+    """SN-RIPS's parts loop by loop (numerators c·min(m, w_k) at the viewed ranks, normalisers
+    min(m, w_min(k, D)) at every rank), and the registry's estimate Σ_k ā_k / b̄_k with the
+    delta-method SE of φ_τ = Σ_k (a_τ,k − r_k b_τ,k) / b̄_k, computed directly."""
+    rewards, viewed, logging_prefix, target_prefix = _random_slate_log(seed=2, n=200)
+    n, k_max = rewards.shape
+    terms = np.asarray(ope.rank_rips(rewards, viewed, logging_prefix, target_prefix, M_VALUES))
+    normalisers = np.asarray(ope.rank_normalisers(viewed, logging_prefix, target_prefix, M_VALUES))
+    assert terms.shape == normalisers.shape == (len(M_VALUES), k_max, n)
+    depth = viewed.sum(axis=1)
+    for i, m in enumerate(M_VALUES):
+        for t in range(n):
+            for k in range(k_max):
+                last = min(k, depth[t] - 1)                         # the logged prefix down to k, or all of it
+                whole = 1.0 if last < 0 else math.exp(target_prefix[t, last] - logging_prefix[t, last])
+                assert normalisers[i, k, t] == pytest.approx(min(m, whole), rel=1e-5)
+                expected = (float(rewards[t, k]) * min(m, math.exp(target_prefix[t, k] - logging_prefix[t, k]))
+                            if viewed[t, k] else 0.0)
+                assert terms[i, k, t] == pytest.approx(expected, rel=1e-5, abs=1e-7)
+    np.testing.assert_allclose(terms.sum(axis=1), ope.trajectory_rips(rewards, viewed, logging_prefix, target_prefix,
+                                                                      M_VALUES), rtol=1e-5)
+    data = ope.LoggedData(rewards, viewed, np.ones(rewards.shape, np.float32), logging_prefix=logging_prefix)
+    table = ope.compare(data, {"T": ope.Target(np.ones(rewards.shape, np.float32), prefix=target_prefix)}, M_VALUES,
+                        estimators="snrips")
+    a, b = terms.astype(np.float64), normalisers.astype(np.float64)
+    ratio = a.mean(axis=2) / b.mean(axis=2)                                        # [M, K]
+    influence = ((a - ratio[..., None] * b) / b.mean(axis=2)[..., None]).sum(axis=1)
+    np.testing.assert_allclose(table.value, ratio.sum(axis=1), rtol=1e-9)
+    np.testing.assert_allclose(table.value_se, influence.std(axis=1, ddof=1) / math.sqrt(n), rtol=1e-9)
+    # the logger's own prefixes: every normaliser is 1, SN-RIPS is the mean logged reward
+    on_policy = ope.compare(data, {"T": ope.Target(data.logging_exposure, prefix=logging_prefix)}, np.inf,
+                            estimators="snrips")
+    assert on_policy.value.iloc[0] == pytest.approx(rewards.sum(axis=1).mean(), rel=1e-6)
+
+
 def test_cascade_dr_equals_its_formula_term_by_term_and_rips_without_a_reward_model():
     rewards, viewed, logging_prefix, target_prefix = _random_slate_log()
     rng = np.random.default_rng(5)
@@ -154,9 +189,25 @@ def estimates(request):
 def test_slate_estimators_are_unbiased_under_every_within_session_behaviour(estimates):
     """|estimate − truth| <= 4 SE at m = ∞ (a failure about once in 16,000 seeds; the seed is fixed)."""
     behaviour, truth, table = estimates
-    for name in ("rips", "sips", "snsips", "sips_beta", "cascade_dr/true", "cascade_dr/wrong", "aips"):
+    for name in ("rips", "snrips", "sips", "snsips", "sips_beta", "cascade_dr/true", "cascade_dr/wrong", "aips"):
         row = table.loc[(name, "T")]
         assert abs(row.value - truth) <= 4 * row.value_se, (behaviour, name, row.value, truth, row.value_se)
+
+
+@pytest.mark.parametrize("behaviour", ["position_based", "click_stops"])
+def test_the_sn_rips_normalisers_have_mean_one_where_the_depth_depends_on_the_items_seen(behaviour):
+    """E[min(∞, w_min(k, D))] = 1 at every rank k: the prefix weights are a martingale under the
+    logger, and the depth D, where the user stops after what they saw (click-stops) or by position
+    alone, is a stopping time of it; |mean − 1| <= 4 SE at each rank (the seed is fixed)."""
+    log = feed.simulate(jax.random.key(11), _scenario(behaviour), LOGGER, 20_000)
+    on = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, feed.position_model(_scenario(behaviour).view), slates=True)
+    data, targets = _signal(on)
+    normalisers = np.asarray(ope.rank_normalisers(data.viewed, data.logging_prefix, targets["T"].prefix),
+                             np.float64)                                         # [K, N]
+    assert np.any(np.asarray(data.viewed).sum(axis=1) < K)                      # some sessions stop early
+    mean, se = normalisers.mean(axis=1), normalisers.std(axis=1, ddof=1) / math.sqrt(normalisers.shape[1])
+    assert np.all(np.abs(mean - 1.0) <= 4 * se), (mean, se)
+    assert np.all(se < 0.2)                                                      # the test has power
 
 
 @pytest.mark.parametrize("behaviour", ["position_based", "satiation", "click_stops"])

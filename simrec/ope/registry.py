@@ -14,7 +14,8 @@ contributions:
   estimate = mean_τ f_τ (NaN values, e.g. nDCG of a session without an ideal, are skipped);
 * a *ratio* estimator (pnDCG, SN-DCG, SN-SIPS) gives a numerator a_τ, a denominator b_τ and a scale s:
   estimate = s · mean a / mean b, with the delta-method standard error of the influence values
-  φ_τ = s · (a_τ − r b_τ) / b̄, r = ā / b̄;
+  φ_τ = s · (a_τ − r b_τ) / b̄, r = ā / b̄; a *sum of ratios* (SN-RIPS, one per rank k) gives
+  a_τ,k and b_τ,k: estimate = s · Σ_k ā_k / b̄_k, φ_τ = s · Σ_k (a_τ,k − r_k b_τ,k) / b̄_k;
 * a *control-variate* estimator (β-DCG, β-SIPS) gives its values f_τ and a control g_τ of mean 0
   under its assumption: estimate = mean (f_τ − β̂ g_τ) with the variance-optimal β̂ = Cov̂(f, g) /
   Var̂(g) (β-IPS, `simrec.ope.baseline`); its difference against a baseline target uses the
@@ -40,8 +41,8 @@ from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
                             trajectory_dr, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
-from simrec.ope.slate import (_checked_cascade_sessions, choose_cascade_sessions, ranking_weight,
-                              trajectory_cascade_dr, trajectory_rips, trajectory_sips)
+from simrec.ope.slate import (_checked_cascade_sessions, choose_cascade_sessions, rank_normalisers, rank_rips,
+                              ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
            "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict", "subset"]
@@ -86,8 +87,8 @@ class Target:
 
 class Contribution(NamedTuple):
     """Per-trajectory contributions f64[M, N] of an estimator (module docstring): a mean estimator
-    sets only ``numerator``; a ratio estimator also ``denominator`` and ``scale``; a control-variate
-    estimator ``numerator`` and ``control``."""
+    sets only ``numerator``; a ratio estimator also ``denominator`` and ``scale`` (f64[M, K, N] for
+    a sum of K ratios); a control-variate estimator ``numerator`` and ``control``."""
     numerator: np.ndarray
     denominator: np.ndarray | None = None
     scale: float = 1.0
@@ -310,6 +311,11 @@ def _sips(data, target, m, options, cache) -> Contribution:
     return Contribution(cache[key])
 
 
+def _snrips(data, target, m, options, cache) -> Contribution:
+    return Contribution(_f64(rank_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m)),
+                        _f64(rank_normalisers(data.viewed, data.logging_prefix, target.prefix, m)))
+
+
 def _ranking_weights(data, target, m, cache) -> np.ndarray:
     key = ("ranking weight", id(target))
     if key not in cache:
@@ -387,6 +393,11 @@ register(Estimator("rips", "RIPS (cascade IPS)", _rips, _SLATE,
                               "bias, click-stops, satiation), no state across sessions, a logger that can show "
                               "every prefix the target can; unbiased at m = ∞",
                    reference="McInerney et al. KDD'20; Kiyohara et al. WSDM'22"))
+register(Estimator("snrips", "SN-RIPS (self-normalised)", _snrips, _SLATE,
+                   assumption="as RIPS; consistent, with a bias of order 1/N (each rank's mean prefix weight is "
+                              "1 at m = ∞ under RIPS's assumption)",
+                   reference="Swaminathan & Joachims, NeurIPS'15; Kiyohara et al. KDD'23 (self-normalised "
+                             "baselines)"))
 register(Estimator("sips", "SIPS (slate IPS)", _sips, _SLATE,
                    assumption="the session down to its last viewed rank depends on the items shown down to there "
                               "only, no state across sessions, a logger that can show every ranking the target "
@@ -442,13 +453,18 @@ COMPARE_COLUMNS = ("estimator", "target", "m", "value", "value_se", "difference"
 
 
 def _ratio(c: Contribution) -> tuple[np.ndarray, np.ndarray]:
-    """(estimate f64[M], influence values f64[M, N]) of a ratio contribution."""
+    """(estimate f64[M], influence values f64[M, N]) of a ratio contribution (f64[M, N] parts), or
+    of a sum of ratios (f64[M, K, N] parts: one ratio per k, summed)."""
     a_bar, b_bar = c.numerator.mean(axis=-1), c.denominator.mean(axis=-1)
     if np.any(b_bar <= 0):
-        raise ValueError("the denominator of a ratio estimator is zero: no logged positive label")
+        raise ValueError("the denominator of a ratio estimator is zero: no logged trajectory the target can "
+                         "show (or, for SN-DCG, no logged view)")
     value = c.scale * a_bar / b_bar
     ratio = value / c.scale
-    return value, c.scale * (c.numerator - ratio[:, None] * c.denominator) / b_bar[:, None]
+    influence = c.scale * (c.numerator - ratio[..., None] * c.denominator) / b_bar[..., None]
+    if value.ndim == 2:                                              # a sum of ratios
+        return value.sum(axis=-1), influence.sum(axis=-2)
+    return value, influence
 
 
 def _se(values: np.ndarray) -> np.ndarray:

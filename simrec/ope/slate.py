@@ -13,6 +13,16 @@ of the logged prefix:
 
   unbiased at m = ∞ when the view of rank k and its reward depend on the items at ranks 1..k only
   (position bias, click-stops, satiation by the items above: the feed's `Cascade` and ``satiation``);
+* SN-RIPS, RIPS self-normalised rank by rank (Swaminathan & Joachims, NeurIPS'15; the self-normalised
+  baseline of Kiyohara et al., KDD'23):
+
+      SN-RIPS(m) = Σ_k [ Σ_τ c_τ,k · min(m, w_τ,k) ] / [ Σ_τ min(m, w_τ,min(k,D_τ)) ],
+
+  with D_τ the depth of the logged prefix (w_τ,min(k,D_τ) is the prefixes' column k: a feed logs
+  the viewed prefix, and the columns past it carry its value). At m = ∞ each rank's normaliser
+  has mean 1 under RIPS's assumption: the prefix weights form a martingale under π₀ and the depth,
+  decided by what the user saw down to there, is a stopping time of it. A ratio of means, it is
+  consistent with a bias of order 1/N, and its weights are bounded by the number of trajectories;
 * SIPS on the logged trajectory (standard IPS on slates; Swaminathan et al., NeurIPS'17; Kiyohara
   et al., KDD'23):
 
@@ -66,8 +76,8 @@ import numpy as np
 
 from simrec.ope.dcg import clip_values, trajectory_dcg
 
-__all__ = ["trajectory_rips", "trajectory_sips", "trajectory_cascade_dr", "trajectory_aips",
-           "choose_cascade_sessions", "prefix_weights", "ranking_weight"]
+__all__ = ["trajectory_rips", "rank_rips", "rank_normalisers", "trajectory_sips", "trajectory_cascade_dr",
+           "trajectory_aips", "choose_cascade_sessions", "prefix_weights", "ranking_weight"]
 
 
 def _checked(rewards, viewed, logging_prefix, target_prefix):
@@ -121,6 +131,41 @@ def _rips(rewards, viewed, logging_prefix, target_prefix, m):
         return total + jnp.where(gain[k][None, :] != 0, term, 0.0)                  # 0 · inf counts 0
 
     return jax.lax.fori_loop(0, gain.shape[0], add_rank, jnp.zeros((m.shape[0], gain.shape[1])))
+
+
+@jax.jit
+def _rank_rips(rewards, viewed, logging_prefix, target_prefix, m):
+    """c_τ,k · min(m, w_τ,k) per rank for every m.  f32[M, K, N]."""
+    weights = _weights(viewed, logging_prefix, target_prefix).T[None]               # [1, K, N]
+    gain = jnp.where(viewed, rewards, 0.0).T[None]
+    return jnp.where(gain != 0, gain * jnp.minimum(m[:, None, None], weights), 0.0)  # 0 · inf counts 0
+
+
+@jax.jit
+def _rank_normalisers(logging_prefix, target_prefix, m):
+    """min(m, w_τ,min(k,D_τ)) for every m.  f32[M, K, N]."""
+    return jnp.minimum(m[:, None, None], jnp.exp(target_prefix - logging_prefix).T[None])
+
+
+def rank_rips(rewards, viewed, logging_prefix, target_prefix, m=np.inf) -> jax.Array:
+    """RIPS's terms rank by rank, c_τ,k · min(m, w_τ,k) (0 where not viewed): SN-RIPS's numerators
+    (module docstring); their sum over k is `trajectory_rips`. Arguments as `trajectory_rips`.
+    Returns f32[K, N], or f32[M, K, N] for a vector m."""
+    m_vec, scalar = clip_values(m)
+    values = _finite(_rank_rips(*_checked(rewards, viewed, logging_prefix, target_prefix), m_vec), "SN-RIPS")
+    return values[0] if scalar else values
+
+
+def rank_normalisers(viewed, logging_prefix, target_prefix, m=np.inf) -> jax.Array:
+    """min(m, π(s_1:min(k,D) | x) / π₀(s_1:min(k,D) | x)) of every trajectory and rank: the weight of
+    the logged prefix down to rank k, or of the whole logged prefix where it is shorter (SN-RIPS's
+    denominators, mean 1 at m = ∞ under RIPS's assumption; module docstring). Arguments as
+    `trajectory_rips`. Returns f32[K, N], or f32[M, K, N] for a vector m."""
+    m_vec, scalar = clip_values(m)
+    _, _, logging_prefix, target_prefix = _checked(np.zeros(np.shape(viewed), np.float32), viewed,
+                                                   logging_prefix, target_prefix)
+    values = _finite(_rank_normalisers(logging_prefix, target_prefix, m_vec), "SN-RIPS normaliser")
+    return values[0] if scalar else values
 
 
 @jax.jit

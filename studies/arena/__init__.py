@@ -24,7 +24,7 @@ The target is deterministic, so its online value is exact under every behaviour
 (`simrec.feed.online_value`); so is that of its *rival*, a second deterministic target sorting by a
 noisier score (sd `rival_noise`), and the pair's difference. Each estimator registered in
 `simrec.ope` that estimates the online value (`Estimator.online_scale`) and whose inputs a feed log
-provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, RIPS, SIPS, SN-SIPS, β-SIPS,
+provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS,
 Cascade-DR and AIPS twice, each at every m in `m` (m = ∞: unclipped). AIPS (true behaviour) is
 given every user's behaviour (position-based or cascade: where the reward depends on the items
 above, i.e. under click-stops, satiation and for the satiating users of ``mixed``), so it is DCG
@@ -164,8 +164,8 @@ from simrec_studies.arena.report import (  # noqa: E402
 STUDY = Study(
     name="arena",
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
-                "SN-DCG, β-DCG, DR, RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS with the behaviour known and chosen "
-                "from the log) scored against the exact truth "
+                "SN-DCG, β-DCG, DR, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS with the behaviour known "
+                "and chosen from the log) scored against the exact truth "
                 "by relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",

@@ -112,12 +112,12 @@ class Estimates(NamedTuple):
 def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -> Estimates:
     """`Estimates` of one estimator from its contributions for the target and the rival; NaN at the
     m where a ratio estimator is undefined because a mean denominator is 0 (SN-SIPS when no logged
-    ranking is one the target, or the rival, can show)."""
+    ranking is one the target, or the rival, can show; SN-RIPS when, at some rank, no logged prefix is)."""
     out = Estimates(*np.full((4, len(m)), np.nan))
     defined = np.ones(len(m), bool)
     for part in (target, rival):
         if part.denominator is not None:
-            defined &= part.denominator.mean(axis=-1) > 0
+            defined &= (part.denominator.mean(axis=-1) > 0).reshape(len(m), -1).all(axis=1)
     if defined.any():
         kept = {("estimator", "T"): target.at(defined), ("estimator", "T2"): rival.at(defined)}
         summary = ope.summarise(kept, m[defined], baseline="T2")["estimator", "T"]

@@ -113,8 +113,8 @@ def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
 #: decreasing variance): the whole viewed ranking (SIPS), the items above each rank (RIPS), those
 #: for the cascading users and the item alone for the others (AIPS), each item alone under the
 #: position-based model (the DCG family); an estimator missing here comes last
-ASSUMPTION_ORDER = ("sips", "snsips", "sips_beta", "rips", "cascade_dr", "aips", "aips_chosen", "dcg", "dcg_beta",
-                    "sndcg", "dr")
+ASSUMPTION_ORDER = ("sips", "snsips", "sips_beta", "rips", "snrips", "cascade_dr", "aips", "aips_chosen", "dcg",
+                    "dcg_beta", "sndcg", "dr")
 
 
 def slope_order(estimators, m, standard_errors) -> np.ndarray:

@@ -49,7 +49,7 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
 def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
     records = pd.read_csv(run / "records.csv")
     scored = records[records.estimator != "truth"]
-    assert set(scored.estimator) == {"dcg", "sndcg", "dcg_beta", "dr", "rips", "sips", "snsips", "sips_beta",
+    assert set(scored.estimator) == {"dcg", "sndcg", "dcg_beta", "dr", "rips", "snrips", "sips", "snsips", "sips_beta",
                                      "cascade_dr", "aips", "aips_chosen"}
     # AIPS with the true behaviour: DCG where every user is position-based, its own mix otherwise
     keys = ["behaviour", "catalogue", "logger", "exploration", "sessions", "replication", "m"]
