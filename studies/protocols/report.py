@@ -13,7 +13,7 @@ from simrec import models, reporting, stats
 from simrec.datafiles import skipped_note
 from simrec.runner import Report
 from simrec_studies.protocols.compute import (ALL_USERS, EXPOSURE_CELL, METRICS, MODELS, OFFLINE, PROTOCOLS,
-                                              REAL_DATA, WEIGHTINGS, WORST)
+                                              REAL_DATA, WEIGHTINGS, WORST, grid)
 
 if TYPE_CHECKING:
     from simrec_studies.protocols import ProtocolsConfig
@@ -125,14 +125,15 @@ def _differing_pairs(groups) -> float:
     return float(np.mean(pairs)) if pairs else float("nan")
 
 
-def _selected(records: pd.DataFrame) -> pd.DataFrame:
-    """Per data set and model: the grid, the selected point (λ; AllRank also r_m), its validation
-    value and sweeps, and the grid edges it sits at (`simrec.models.select`, the selection
-    `simrec.models.tune` made in the cell: lowest RMSE for MF-RMSE, highest nDCG for AllRank)."""
+def _selected(config: ProtocolsConfig, records: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and model: the grid, the selected point (the hyperparameters of its `grid`: λ;
+    AllRank also r_m), its validation value and sweeps, and the grid edges it sits at
+    (`simrec.models.select`, the selection `simrec.models.tune` made in the cell: lowest RMSE for
+    MF-RMSE, highest nDCG for AllRank)."""
     rows = []
     tuning = records[records.part == "tuning"]
     for (data_name, name), group in tuning.groupby(["data", "model"], sort=False):
-        keys = ("l2",) if name == "MF-RMSE" else ("l2", "imputed")
+        keys = tuple(grid(config, name)[0])
         points = [{k: getattr(r, k) for k in keys} for r in group.itertuples()]
         chosen = models.select(points, group.value.tolist(), higher_is_better=name != "MF-RMSE")
         best = group.iloc[chosen.index]
@@ -150,7 +151,7 @@ def report(config: ProtocolsConfig, records: pd.DataFrame) -> Report:
 
     frame = _rows(config, records)
     claim = _claim(frame)
-    selected = _selected(records)
+    selected = _selected(config, records)
     gate = calibration(frame)
     ranking = frame[frame.metric != "RMSE"]
     with reporting.theme(), sns.color_palette("deep"):
