@@ -39,6 +39,11 @@ addressed by (replication, day, level, signal, policy, quantity, positives, stat
 `compute._record`. The report pivots them into `table_daily` (one row per day and setting) and
 computes every table, figure and claim from it.
 
+Presets: ``default`` logs with R₀ epsilon-greedy around r0 (K = 60 of N = 200 candidates);
+``deployed`` runs Jeunen et al.'s own regime (`simrec_studies.common.deployed`): R₀ and R_t
+deterministic over the same fixed candidates, all of them shown (K = N = 60), exposures the view
+probabilities at the ranks (Eq. 9).
+
 The package: this module holds the configuration (`CorrelationConfig`, `PRESETS`), the record
 schema (`COLUMNS`) and `STUDY`; `compute` the days, logs, online values and estimates (cells,
 setup, compute); `report` Table 2 and its variants, the mechanism tables, the claims of Jeunen et
@@ -54,6 +59,7 @@ from simrec import validate
 from simrec.runner import Study
 from simrec_studies.common import scenarios as S
 from simrec_studies.common.configs import checked
+from simrec_studies.common.deployed import deployed
 from simrec_studies.common.table2 import ESTIMATORS, POLICIES
 from simrec_studies.correlation.compute import (DAY_QUANTITIES, ESTIMATES, POSITIVE_BINS, RANKERS, SIGNAL_QUANTITIES,
                                                 cells, compute, setup)
@@ -95,6 +101,7 @@ PRESETS = {
                                replications=2),
     "default": CorrelationConfig(),
     "paper": CorrelationConfig(scenario=S.PRESETS["paper"], long_days=63, replications=6, platforms=3),
+    "deployed": CorrelationConfig(scenario=deployed(S.PRESETS["default"])),
 }
 
 STUDY = Study(
@@ -102,4 +109,4 @@ STUDY = Study(
     description="Offline DCG / nDCG vs online reward over days (Jeunen et al., KDD'24 Table 2): "
                 "Pearson r per feed level, signal and policy, with its spread over replications.",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 35, "default": 245, "paper": 10800})
+    columns=COLUMNS, expected_seconds={"smoke": 35, "default": 245, "paper": 10800, "deployed": 245})

@@ -14,6 +14,7 @@ from simrec import reporting, stats
 from simrec.reporting import Claim
 from simrec.runner import Report
 from simrec_studies.common import scenarios as S
+from simrec_studies.common.deployed import is_deployed
 from simrec_studies.common.table2 import ESTIMATORS, PAPER, PAPER_P, SETTINGS, setting_label
 from simrec_studies.correlation.compute import DAY_QUANTITIES, ESTIMATES, POSITIVE_BINS, SIGNAL_QUANTITIES
 
@@ -325,7 +326,8 @@ def report(config: CorrelationConfig, records: pd.DataFrame) -> Report:
     mech, part, noise_table = mechanism(daily), partial(daily), noise(daily)
     tables = {"table_2": table2(summary, "week"), "table_2_long": table2(summary, "long"),
               "table_2_single_week": single_draw(corr), "table_2_exact_online": table2(summary_exact, "week"),
-              "table_2_paper": paper_table(), "table_spread": summary.assign(estimator=summary.estimator.map(ESTIMATORS)),
+              "table_2_paper": paper_table(),
+              "table_spread": summary.assign(estimator=summary.estimator.map(ESTIMATORS)),
               "table_claims_detail": detail, "table_mechanism": mech, "table_mechanism_bins": bins_table(daily),
               "table_noise": noise_table, "table_mechanism_partial": part,
               "table_daily": daily}
@@ -419,6 +421,19 @@ def _verdict(verdicts) -> str:
     return f"{word} ({', '.join(verdicts)})"
 
 
+def _regime_text(scenario) -> str:
+    """Which logging regime the run uses, and where the other one is."""
+    if all(is_deployed(scenario, level) for level in S.LEVELS):
+        return ("Regime: Jeunen et al.'s as deployed (preset `deployed`): R₀ and R_t deterministic over the same "
+                f"candidates, all of them shown (K = N = {scenario.level1.feed_length}, "
+                f"{scenario.level2.feed_length}), exposures by rank (Eq. 9); the default preset "
+                "(`results/correlation`) logs with an ε-greedy R₀. ")
+    return ("Regime: R₀ ε-greedy around r0 (ε = " + ", ".join(f"{S.level_config(scenario, lv).epsilon:g}"
+                                                            for lv in S.LEVELS)
+            + "); the preset `deployed` (`results/correlation_deployed`) runs Jeunen et al.'s own, deterministic "
+            "regime. ")
+
+
 def _summary_text(config, summary, claim, mech, part, noise_table) -> str:
     sc = config.scenario
     week = summary[summary.variant == "week"]
@@ -444,6 +459,7 @@ def _summary_text(config, summary, claim, mech, part, noise_table) -> str:
         f"{config.long_days} days on {config.platforms} platform(s), cut into {weeks} {sc.days}-day experiments "
         f"per setting (Table 2) and {config.replications} {config.long_days}-day series (many-day variant); "
         f"{sc.log_sessions} logged sessions (D₀ᵈ) and {sc.ab_sessions} sessions per A/B arm per level and day. "
+        + _regime_text(sc) +
         f"`table_2`: mean r over the {sc.days}-day experiments (rows = estimators, columns = level x signal x "
         f"policy; † = most experiments p < {ALPHA}; bold = best); `table_2_single_week`: one week with r and p "
         "as the paper reports it; `table_2_long`: the many-day series; `table_2_exact_online`: against the "

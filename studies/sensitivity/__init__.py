@@ -43,6 +43,13 @@ it only chooses the offline cells' grid and the m the report shows, so runs and 
 within `M_GRID` share cached cells. Records (`COLUMNS`): one number per row, addressed by
 (part, level, day, m, signal, target, metric, statistic); see `compute`.
 
+Presets: ``default`` logs with R₀ epsilon-greedy around r0 (ε 0.05 on level 1, 0.01 on level 2),
+showing K = 60 of N = 200 candidates; ``deployed`` runs Jeunen et al.'s own regime
+(`simrec_studies.common.deployed`): R₀ and every target deterministic over the same fixed
+candidates, all of them shown (K = N = 60), so that exposures are the view probabilities at the
+ranks (Eq. 9), for 5 days × 2 levels × 2 signals = 20 settings per target as in Fig. 1, with the
+13 finite clipping values 1 … 4096 (and ∞) and 99 % normal intervals.
+
 The package: this module holds the configuration (`SensitivityConfig`, `PRESETS`), the record
 schema (`COLUMNS`) and `STUDY`; `compute` the truth and offline cells (cells, setup, compute);
 `report` the rates, bias, mechanism, claims, prose and figures.
@@ -57,6 +64,7 @@ from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec_studies.common import scenarios
 from simrec_studies.common.configs import checked
+from simrec_studies.common.deployed import deployed
 from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 from simrec_studies.sensitivity.compute import (AA, AA_LOGS, METRICS, M_GRID, cells, compute, offline_grid,
                                                 online_truth, setup)
@@ -138,6 +146,7 @@ PRESETS = {
                                m=(1.0, 4.0, 64.0, math.inf)),
     "default": SensitivityConfig(),
     "paper": SensitivityConfig(scenario=scenarios.PRESETS["paper"]),
+    "deployed": SensitivityConfig(scenario=dataclasses.replace(deployed(AB_POWERED), days=5)),
 }
 
 
@@ -146,4 +155,5 @@ STUDY = Study(
     description="Jeunen et al. KDD'24 Fig. 1 extended: TPR, mean p, FPR on A/A and harmful changes, and "
                 "bias/RMSE of offline DCG and nDCG differences as functions of the clipping m",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, report_fields=("m",), expected_seconds={"smoke": 45, "default": 215, "paper": 1500})
+    columns=COLUMNS, report_fields=("m",),
+    expected_seconds={"smoke": 45, "default": 215, "paper": 1500, "deployed": 200})

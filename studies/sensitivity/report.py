@@ -16,6 +16,7 @@ from simrec import reporting, stats
 from simrec.reporting import Claim
 from simrec.runner import Report
 from simrec_studies.common import scenarios
+from simrec_studies.common.deployed import is_deployed
 from simrec_studies.sensitivity.compute import AA, AA_LOGS, METRICS
 
 if TYPE_CHECKING:
@@ -321,6 +322,23 @@ def _claims(figure1: list[Figure1], sign: Claim | None) -> list[Claim]:
     return out + ([sign] if sign is not None else [])
 
 
+def _deployed(config) -> bool:
+    """Whether every scored level runs the deployed regime (`simrec_studies.common.deployed`)."""
+    return all(is_deployed(config.scenario, level) for level in config.levels)
+
+
+def _logged_text(config, weights: dict) -> str:
+    """How the logger showed the items a better ranker promotes, and the weights that follow."""
+    largest = ", ".join(f"{weights[l]:.0f} ({l})" for l in config.levels if l in weights)
+    if _deployed(config):
+        return ("The logger is deterministic and shows every candidate (K = N), so a promoted item was logged "
+                "at its own, deeper rank under R₀, and its weight is the ratio of the view probabilities at the "
+                f"two ranks, S(rank under R_t) / S(rank under R₀), at most 1/ε₀ = 1/S(rank under R₀): up to {largest}:")
+    return ("The logger explores with ε = "
+            + ", ".join(f"{scenarios.level_config(config.scenario, l).epsilon:g} ({l})" for l in config.levels)
+            + f", so the promoted items were mostly logged through exploration, with weights 1/ε₀ up to {largest}:")
+
+
 def _why(config, lift, mechanism, weights) -> list[str]:
     """The mechanisms behind the verdicts, with the numbers from the tables."""
     improving = lift[lift.kind == "improving"].set_index(["scope", "metric", "m"])
@@ -336,10 +354,7 @@ def _why(config, lift, mechanism, weights) -> list[str]:
         f"the estimated DCG lift averages {every.loc[m_low].mean_estimated_lift:+.3f} at m = {_m_text(m_low)} "
         f"and {every.loc[m_hi].mean_estimated_lift:+.3f} at m = {_m_text(m_hi)}, against a true "
         f"{every.loc[m_low].mean_true_lift:+.3f}: small m makes a better ranker look worse (m = 1 scores the "
-        f"raw labels C, which favour the logger that produced them). The logger explores with ε = "
-        + ", ".join(f"{scenarios.level_config(config.scenario, l).epsilon:g} ({l})" for l in config.levels)
-        + ", so the promoted items were mostly logged through exploration, with weights 1/ε₀ up to "
-        + ", ".join(f"{weights[l]:.0f} ({l})" for l in config.levels if l in weights) + ":"]
+        f"raw labels C, which favour the logger that produced them). " + _logged_text(config, weights)]
     for level in config.levels:
         if (level, "dcg") not in improving.index.droplevel(2):
             continue
@@ -359,16 +374,22 @@ def _why(config, lift, mechanism, weights) -> list[str]:
                "clipping there changes little: the unclipped estimator is hardly noisier on this level."))
     out[-1] += " See `table_bias_lift` and `fig_bias_rmse`."
     mech = mechanism[mechanism.scope == "all levels"].set_index(["metric", "m"])
+    promoted = ("a click deep in R₀'s session on an item a better ranker lifts" if _deployed(config)
+                else "the explored items a better ranker promotes")
     if ("ndcg", m_hi) in mech.index:
         d, n = mech.loc[("dcg", m_hi)], mech.loc[("ndcg", m_hi)]
         out.append(
             f"*Why nDCG fails.* At m = {_m_text(m_hi)} the improving targets' DCG lift {d.lift:+.3f} is "
             f"{d.from_top_10pct_idcg:+.3f} from the 10 % of sessions with the largest iDCG (those holding a "
-            f"click with a large weight 1/ε₀: the explored items a better ranker promotes) and {d.from_rest:+.3f} "
+            f"click with a large weight 1/ε₀: {promoted}) and {d.from_rest:+.3f} "
             f"from the rest (the target demotes the logger's own clicked items). nDCG divides each session by "
             f"its iDCG, so the first part shrinks to {n.from_top_10pct_idcg:+.3f} while the second stays "
             f"{n.from_rest:+.3f}: nDCG's lift is {n.lift:+.3f} against a true {n.true_lift:+.3f}. The bounded "
-            f"ratio that keeps nDCG's variance low (the paper's argument) also discards the evidence. "
+            f"ratio that keeps nDCG's variance low (the paper's argument) also discards the evidence. The "
+            f"ideal is each session's own (its logged labels debiased by min(m, 1/ε₀), sorted, under the same "
+            f"discount) and both rankers share it, so nDCG's difference weights each session's DCG difference by "
+            f"1/iDCG_τ: any nDCG normalised per session by an ideal built from that session's feedback does this, "
+            f"whichever candidate set. "
             f"See `table_mechanism` and `fig_mechanism`.")
     return out
 
@@ -401,9 +422,13 @@ def _sign_text(config, rates: pd.DataFrame, weights: dict) -> str:
             f"{dcg.loc[m_low]:.0%} of them at m = {_m_text(m_low)}, at most {dcg.max():.0%} "
             f"(m = {_m_text(dcg.idxmax())}) and {dcg.loc[m_hi]:.0%} at m = {_m_text(m_hi)}; nDCG's "
             f"share is {ndcg.min():.0%}–{ndcg.max():.0%} for every m. Per level, DCG: "
-            + "; ".join(levels) + ". The mechanism: the ε-greedy logger shows the items a better "
-            "ranker promotes mostly through exploration, so the improvement sits in rarely logged "
-            "items whose clicks carry large weights 1/ε₀; clipping at small m removes that credit "
+            + "; ".join(levels) + ". The mechanism: " + (
+                "the deterministic logger shows every candidate, the items a better ranker promotes at the "
+                "deep ranks R₀ gives them, so the improvement sits in rarely viewed items whose clicks carry "
+                "large weights 1/S(rank); " if _deployed(config) else
+                "the ε-greedy logger shows the items a better ranker promotes mostly through exploration, so the "
+                "improvement sits in rarely logged items whose clicks carry large weights 1/ε₀; ")
+            + "clipping at small m removes that credit "
             "(m = 1 scores the raw labels, which favour the logger that produced them), and nDCG "
             "divides the sessions holding those clicks by their large iDCG (see the two "
             "paragraphs below)."
@@ -502,10 +527,17 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
         f"targets {', '.join(map(scenarios.ranker_label, config.improving))} (intended improving), "
         f"{', '.join(map(scenarios.ranker_label, config.harmful)) or 'none'} "
         f"(intended harmful), R₀ itself (A/A) and every target against itself on a second, independent log "
-        f"(A/A, 2 logs), against R₀ = ε-greedy({scenarios.ranker_label(config.logger)}); "
-        f"{config.scenario.log_sessions} logged sessions per (level, day) and A/B tests with "
+        f"(A/A, 2 logs), against R₀ = "
+        + (f"Sort({scenarios.ranker_label(config.logger)}), deterministic, over the same candidates as every "
+           f"target, all of them shown (K = N; exposures by rank, Eq. 9); " if _deployed(config) else
+           f"ε-greedy({scenarios.ranker_label(config.logger)}); ")
+        + f"{config.scenario.log_sessions} logged sessions per (level, day) and A/B tests with "
         f"{config.scenario.ab_sessions} sessions per arm; exposures under the "
-        f"{'true' if config.view == 'true' else 'learnt (pbm)'} view model; {config.confidence:.0%} normal CIs.",
+        f"{'true' if config.view == 'true' else 'learnt (pbm)'} view model; {config.confidence:.0%} normal CIs. "
+        + ("This is the preset `deployed`, Jeunen et al.'s own regime; the default preset (`results/sensitivity`) "
+           "logs with an ε-greedy R₀ over N > K candidates." if _deployed(config) else
+           "The preset `deployed` (`results/sensitivity_deployed`) runs Jeunen et al.'s own regime: a "
+           "deterministic R₀ and targets over the same candidates, all of them shown."),
         f"Verification: {len(failed)} of {len(non_aa)} non-A/A settings failed (improving: A/B p >= "
         f"{config.ab_alpha:g} or exact difference <= 0; harmful: exact difference >= 0) and are left out of the "
         f"rates, see `table_settings`; {int((verified.ab_p_holm < config.ab_alpha).sum())} of the {len(verified)} "
