@@ -409,7 +409,9 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
                      + f"; a winner alone in {len(alone)} of them.")
     undefined = table[table.defined < table.replications]
     if len(undefined):
-        lines += ["", "Undefined somewhere (no logged ranking the target shows, on at least one log): "
+        lines += ["", "Undefined somewhere (a self-normalised estimator whose mean weight is 0 on at least one "
+                  "log: no logged ranking the target can show for SN-SIPS, no logged prefix down to some rank for "
+                  "SN-RIPS): "
                   + "; ".join(f"{v} in {n} settings" for v, n in undefined.variant.value_counts().items())
                   + " — left out of those settings' rankings."]
     largest = table[table.sessions == table.sessions.max()]

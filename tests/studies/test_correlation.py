@@ -400,3 +400,10 @@ def test_claims_set_table2_beside_our_mean_r(smoke_runs):
             row["(c) vs log,C"]
         assert worse.source_value == report_module.paper_difference(i, "dcg_pbm_q", "ndcg_skip")
     assert report_module.paper_difference(0, "dcg_pbm_q", "ndcg_skip") == "Δr = +1.89 (0.98 vs -0.91)"
+
+
+def test_the_summary_names_the_logging_regime_and_points_to_the_other():
+    deployed = report_module._regime_text(correlation.PRESETS["deployed"].scenario)
+    default = report_module._regime_text(correlation.PRESETS["default"].scenario)
+    assert "deterministic" in deployed and "K = N = 60, 60" in deployed and "`results/correlation`" in deployed
+    assert "ε-greedy around r0 (ε = 0.05, 0.01)" in default and "`results/correlation_deployed`" in default

@@ -357,3 +357,15 @@ def test_sign_agreement_verdict_states_the_shares_against_the_papers_100_percent
     assert "The rarer the exploration, the lower the agreement" in text
     every = rates.assign(sign_agreement=1.0)
     assert "**reproduced**" in sensitivity_report._sign_text(config, every, {})
+
+
+def test_the_prose_follows_the_logging_regime():
+    """The mechanism text names the deterministic logger and its rank-ratio weights in the deployed
+    preset, and ε-greedy exploration otherwise."""
+    weights = {"level1": 1024.0, "level2": 89.0}
+    deployed, default = sensitivity.PRESETS["deployed"], sensitivity.PRESETS["default"]
+    assert sensitivity_report._deployed(deployed) and not sensitivity_report._deployed(default)
+    text = sensitivity_report._logged_text(deployed, weights)
+    assert "deterministic" in text and "S(rank under R_t) / S(rank under R₀)" in text and "1024 (level1)" in text
+    text = sensitivity_report._logged_text(default, weights)
+    assert "explores with ε = 0.05 (level1), 0.01 (level2)" in text and "deterministic" not in text
