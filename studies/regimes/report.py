@@ -351,11 +351,35 @@ def _reading_b(b: pd.DataFrame) -> str:
         f"- (b) the sign of nDCG: its mean r along the session-length share of the global drift is "
         f"{_trend(b, 'drift', 'x', nd)} (drift map) and {_trend(b, 'examination', 'y', nd)} (examination map); "
         f"along the item walk {_trend(b, 'drift', 'y', nd)}. Days that differ in engagement move online reward "
-        "but leave the per-session ratio nDCG nearly unchanged (labels scale in numerator and ideal); days that "
-        "differ in session length move both."
+        "but, at the default swing, leave the per-session ratio nDCG nearly unchanged (labels scale in numerator "
+        "and ideal); days that differ in session length move both."
         + (f" With both walks off (engagement map) it is {_trend(b, 'engagement', 'y', nd)} along the share and "
-           f"{_trend(b, 'engagement', 'x', nd)} along the global drift's size."
+           f"{_trend(b, 'engagement', 'x', nd)} along the global drift's size. " + _engagement_only(b)
            if (b["map"] == "engagement").any() else ""))
+
+
+def _engagement_only(b: pd.DataFrame) -> str:
+    """nDCG's r per signal along the size of a drift that moves engagement alone (engagement map,
+    session share 0): the dial that turns the paper's negative sign on or off."""
+    nd = "r nDCG (pbm, Q̂), iDCG=0 skipped"
+    part = b[(b["map"] == "engagement") & (b.y == 0.0)].sort_values("x")
+    if part.empty:
+        return ""
+    per_signal = []
+    for signal, rows in part.groupby("signal", sort=False):
+        steps = " → ".join(f"{_fmt(r.x)}: {r[nd]:+.2f}" + (" (below 0 by 2 SE)" if r["nDCG opposite sign"] else "")
+                           for _, r in rows.iterrows())
+        per_signal.append(f"{signal} {steps}")
+    negative = list(dict.fromkeys(part[part["nDCG opposite sign"].astype(bool)].signal))
+    others = [signal for signal in dict.fromkeys(part.signal) if signal not in negative]
+    text = "Where the days differ in engagement alone (share 0), nDCG's r along the drift's sd is " + "; ".join(
+        per_signal) + " (`table_verdict_b`)"
+    if not negative:
+        return text + ": no engagement swing on this grid turns it below 0 beyond 2 SE."
+    return (text + f": for {', '.join(negative)} a large enough engagement swing alone turns nDCG's r negative "
+            "beyond 2 SE, the paper's sign, while DCG's r stays positive, so this dial reaches the paper's "
+            "negative nDCG correlations" + (f" (not for {', '.join(others)}; which property of a signal decides "
+                                            "this is not resolved here)" if others else "") + ".")
 
 
 def _reading_c(c: pd.DataFrame) -> str:
