@@ -152,7 +152,7 @@ class RegimesConfig:
     item_walks: tuple[float, ...] = (0.0, 0.1, 0.3)        # grid of the item_walk dial
     view_walks: tuple[float, ...] = (0.0, 0.1, 0.3)        # grid of the view_walk dial
     generator_shifts: tuple[float, ...] = (0.0, 0.5, 1.0)  # grid of the generator_shift dial
-    global_drifts: tuple[float, ...] = (0.16, 0.32, 0.64)  # grid of the global_drift dial (engagement map)
+    global_drifts: tuple[float, ...] = (0.16, 0.32, 0.64, 1.28)  # grid of the global_drift dial (engagement map)
     #: replications per grid point (disjoint day ranges): each verdict's SE is over them (>= 2 for
     #: an SE; 5 give a 2-SE rule with 4 degrees of freedom)
     replications: int = 5
