@@ -415,7 +415,8 @@ def _sign_text(config, rates: pd.DataFrame, weights: dict) -> str:
                           f"{part.loc[m_low]:.0%} at m = {_m_text(m_low)}, "
                           f"{part.loc[m_hi]:.0%} at m = {_m_text(m_hi)}")
     at_hi.sort()
-    rarer = len(at_hi) > 1 and all(a[1] < b[1] for a, b in itertools.pairwise(at_hi))
+    rarer = (len({epsilon for epsilon, _ in at_hi}) == len(at_hi) > 1
+             and all(a[1] < b[1] for a, b in itertools.pairwise(at_hi)))
     return (f"**Sign agreement** (Jeunen et al.: {PAPER_SIGN_AGREEMENT:.0%} of their settings for "
             f"every estimator): **{'reproduced' if holds else 'not reproduced'}**. Over the {n} "
             f"verified improving settings the estimated DCG difference is positive in "
