@@ -28,6 +28,16 @@ MARKS = {"holds": "✓", "fails": "✗", "tie": "~", "unclear": "~", "partly": "
 PAIRED = {"b": ("dcg_pbm_q", "ndcg_skip"), "c": ("dcg_pbm_q", "dcg_log_c")}
 
 
+def _r_column(estimator: str) -> str:
+    """The verdict tables' column of an estimator's mean r (`verdicts`)."""
+    return f"r {ESTIMATORS[estimator]}"
+
+
+def _series_first(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`frame` with R_t's rows before R₀'s (stable, `SERIES` order of ``column``)."""
+    return frame.iloc[np.argsort(frame[column].map(SERIES.index).to_numpy(), kind="stable")]
+
+
 def _label(name: str, axis: str) -> str:
     """The dial name of a map's axis ("x" or "y")."""
     if name == PAPER:
@@ -45,8 +55,7 @@ def daily_frame(records: pd.DataFrame) -> pd.DataFrame:
                       | records.quantity.str.startswith("se["))]
     wide = part.pivot_table(index=keys, columns="quantity", values="value", sort=False).reset_index()
     wide.columns.name = None
-    order = np.argsort(wide.target.map(SERIES.index).to_numpy(), kind="stable")   # R_t's series first
-    return wide.iloc[order].reset_index(drop=True).rename(columns={"target": "series"})
+    return _series_first(wide, "target").reset_index(drop=True).rename(columns={"target": "series"})
 
 
 def correlations(daily: pd.DataFrame) -> pd.DataFrame:
@@ -98,7 +107,7 @@ def verdicts(corr: pd.DataFrame) -> dict[str, pd.DataFrame]:
     `reporting.paired_verdict` over replications."""
     keys = [*CELL, "signal", "series"]
     wide = corr.set_index([*keys, "replication", "estimator"]).r.unstack("estimator").reset_index()
-    wide = wide.iloc[np.argsort(wide.series.map(SERIES.index).to_numpy(), kind="stable")]   # R_t's rows first
+    wide = _series_first(wide, "series")          # unstack sorted the series: R_t's rows first again
     summary = {estimator: _mean_se_by(wide, keys, estimator) for estimator in CORRELATED}
     out = {"a": [], "b": [], "c": []}
     for key, group in wide.groupby(keys, sort=False):
@@ -119,7 +128,7 @@ def verdicts(corr: pd.DataFrame) -> dict[str, pd.DataFrame]:
             row = {**base, "statistic": f"r {ESTIMATORS[better]} − r {ESTIMATORS[worse]}", "value": paired.mean,
                    "se": paired.se, "verdict": paired.verdict}
             for estimator in (better, worse):
-                row[f"r {ESTIMATORS[estimator]}"] = at(estimator)[0]
+                row[_r_column(estimator)] = at(estimator)[0]
             if name == "b":
                 row["nDCG opposite sign"] = reporting.verdict(*at(worse), expect="less").verdict == "holds"
             if name == "c":
@@ -346,7 +355,7 @@ def _reading_a(a: pd.DataFrame, mech: pd.DataFrame) -> str:
 
 def _reading_b(b: pd.DataFrame) -> str:
     """(b) nDCG's r along the drift mix and the item walk."""
-    nd = "r nDCG (pbm, Q̂), iDCG=0 skipped"
+    nd = _r_column("ndcg_skip")
     return (
         f"- (b) the sign of nDCG: its mean r along the session-length share of the global drift is "
         f"{_trend(b, 'drift', 'x', nd)} (drift map) and {_trend(b, 'examination', 'y', nd)} (examination map); "
@@ -361,7 +370,7 @@ def _reading_b(b: pd.DataFrame) -> str:
 def _engagement_only(b: pd.DataFrame) -> str:
     """nDCG's r per signal along the size of a drift that moves engagement alone (engagement map,
     session share 0): the dial that turns the paper's negative sign on or off."""
-    nd = "r nDCG (pbm, Q̂), iDCG=0 skipped"
+    nd = _r_column("ndcg_skip")
     part = b[(b["map"] == "engagement") & (b.y == 0.0)].sort_values("x")
     if part.empty:
         return ""
@@ -385,13 +394,13 @@ def _engagement_only(b: pd.DataFrame) -> str:
 def _reading_c(c: pd.DataFrame) -> str:
     """(c) DCG (log, C) against DCG (pbm, Q̂) along the view walk and the log size, for R_t's series;
     then R₀'s."""
-    lc = "r DCG (log, C)"
+    lc, pq = _r_column("dcg_log_c"), _r_column("dcg_pbm_q")
     target, logger = c[c.series == TARGET], c[c.series == "R0"]
     text = (
         f"- (c) log, C vs pbm, Q̂: for R_t the mean r of DCG (log, C) along the view walk is "
-        f"{_trend(target, 'examination', 'x', lc)} against {_trend(target, 'examination', 'x', 'r DCG (pbm, Q̂)')} "
+        f"{_trend(target, 'examination', 'x', lc)} against {_trend(target, 'examination', 'x', pq)} "
         f"for DCG (pbm, Q̂); along the log size, {_trend(target, 'exploration', 'y', lc)} against "
-        f"{_trend(target, 'exploration', 'y', 'r DCG (pbm, Q̂)')}. Raw labels carry no importance weights, so "
+        f"{_trend(target, 'exploration', 'y', pq)}. Raw labels carry no importance weights, so "
         "their daily series is the less noisy one, and a fixed discount's error is nearly a constant factor from "
         "day to day (the logger's clicks follow the day's true examination, and the target's reward moves with "
         "them), which Pearson's r ignores; the unbiased estimator wins only once the log is large enough for "
@@ -406,7 +415,7 @@ def _reading_c(c: pd.DataFrame) -> str:
                     if verdict in counts)
         + f" of {len(logger)} (grid point, signal) pairs; along the view walk DCG (log, C) "
         f"{_trend(logger, 'examination', 'x', lc)} against DCG (pbm, Q̂) "
-        f"{_trend(logger, 'examination', 'x', 'r DCG (pbm, Q̂)')}.")
+        f"{_trend(logger, 'examination', 'x', pq)}.")
 
 
 def _reading_d(d: pd.DataFrame) -> str:
@@ -563,9 +572,9 @@ def _figures(config: RegimesConfig, grid_only: dict[str, pd.DataFrame]) -> dict:
     return {
         "fig_verdict_a": _heatmaps(config, grid_only["a"], "value", "(a) mean r of DCG (pbm, Q̂) with online reward"),
         "fig_verdict_b": _heatmaps(config, grid_only["b"], "value", "(b) r DCG (pbm, Q̂) − r nDCG (pbm, Q̂, skip)",
-                                   vmin=-2, vmax=2, extra=("r nDCG (pbm, Q̂), iDCG=0 skipped", "nDCG r")),
+                                   vmin=-2, vmax=2, extra=(_r_column("ndcg_skip"), "nDCG r")),
         "fig_verdict_c": _heatmaps(config, grid_only["c"], "value", "(c) r DCG (pbm, Q̂) − r DCG (log, C)",
-                                   vmin=-1, vmax=1, extra=("r DCG (log, C)", "log,C r")),
+                                   vmin=-1, vmax=1, extra=(_r_column("dcg_log_c"), "log,C r")),
         "fig_verdict_d": _heatmaps(config, grid_only["d"], "TPR", "(d) TPR of clipped DCG at its best m",
                                    rows=None, vmin=0, vmax=1, extra=("best m", "m")),
     }
