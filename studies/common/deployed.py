@@ -13,6 +13,7 @@ target lifts an item R₀ shows deep in a long session. `deployed` turns a scena
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from simrec_studies.common.scenarios import LEVELS, ScenarioConfig, level_config
 
@@ -28,7 +29,8 @@ def deployed(scenario: ScenarioConfig) -> ScenarioConfig:
         for level in LEVELS})
 
 
-def is_deployed(scenario: ScenarioConfig, level: str) -> bool:
-    """Whether a level runs the deployed regime: a deterministic logger showing every candidate."""
-    config = level_config(scenario, level)
-    return config.epsilon == 0 and config.candidates == config.feed_length
+def is_deployed(scenario: ScenarioConfig, levels: Sequence[str] = LEVELS) -> bool:
+    """Whether every level of ``levels`` runs the deployed regime: a deterministic logger showing
+    every candidate."""
+    configs = [level_config(scenario, level) for level in levels]
+    return all(config.epsilon == 0 and config.candidates == config.feed_length for config in configs)

@@ -423,7 +423,7 @@ def _verdict(verdicts) -> str:
 
 def _regime_text(scenario) -> str:
     """Which logging regime the run uses, and where the other one is."""
-    if all(is_deployed(scenario, level) for level in S.LEVELS):
+    if is_deployed(scenario):
         return ("Regime: Jeunen et al.'s as deployed (preset `deployed`): R₀ and R_t deterministic over the same "
                 f"candidates, all of them shown (K = N = {scenario.level1.feed_length}, "
                 f"{scenario.level2.feed_length}), exposures by rank (Eq. 9); the default preset "

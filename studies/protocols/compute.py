@@ -311,22 +311,23 @@ def _record(cell: dict, part: str, metric: str, value, se=math.nan, *, model: st
             "se": float(se)}
 
 
-def _metric_records(cell, config, protocol, per_user_values, weights, parts_key, **kw) -> list[dict]:
-    """Each metric's mean and SE over all users under each weighting (`WEIGHTINGS`), and its mean
-    per user part (`stats.user_parts` of the users with a value and, weighted, a positive weight)
-    when the record is a model's."""
+def _metric_records(cell, config, protocol, per_user_values, weights, parts_key, *, per_part: bool = True,
+                    **kw) -> list[dict]:
+    """Each metric's mean and SE over all users under each weighting (`WEIGHTINGS`), and, with
+    ``per_part``, its mean per user part (`stats.user_parts` of the users with a value and,
+    weighted, a positive weight)."""
     out = []
     for label, per_user in per_user_values.items():
         cutoff = config.cutoff(protocol) if label.endswith("@N") else 0
         for weighting in WEIGHTINGS:
             uniform = weighting == "uniform"
-            # the parts deal out the users who count: those with a value (and a weight)
-            part_of = stats.user_parts(parts_key, ~np.isnan(per_user) & (uniform | (weights > 0)), config.parts)
             whole = metrics.mean_and_se(per_user) if uniform else weighted_mean_and_se(per_user, weights)
             out.append(_record(cell, "model", label, *whole, protocol=protocol, weighting=weighting,
                                cutoff=cutoff, **kw))
-            if kw["model"] == WORST:
+            if not per_part:
                 continue
+            # the parts deal out the users who count: those with a value (and a weight)
+            part_of = stats.user_parts(parts_key, ~np.isnan(per_user) & (uniform | (weights > 0)), config.parts)
             means = (stats.part_means(per_user, part_of, config.parts) if uniform
                      else weighted_part_means(per_user, weights, part_of, config.parts))
             out += [_record(cell, "model", label, value, protocol=protocol, weighting=weighting, cutoff=cutoff,
@@ -367,7 +368,7 @@ def compute(key, config: ProtocolsConfig, cell: dict, shared: Shared) -> list[di
     fit_key = jax.random.fold_in(key, 4)                     # the same start for every fit
     for protocol, setting in settings.items():
         out += _metric_records(cell, config, protocol, worst_order(config, protocol, setting), weights[protocol],
-                               parts_key, model=WORST)
+                               parts_key, per_part=False, model=WORST)
     for name in MODELS:
         tuning = _tune(fit_key, config, name, ratings)
         point, sweeps = tuning.selection.point, _sweeps(tuning.best)

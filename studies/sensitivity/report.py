@@ -324,7 +324,7 @@ def _claims(figure1: list[Figure1], sign: Claim | None) -> list[Claim]:
 
 def _deployed(config) -> bool:
     """Whether every scored level runs the deployed regime (`simrec_studies.common.deployed`)."""
-    return all(is_deployed(config.scenario, level) for level in config.levels)
+    return is_deployed(config.scenario, config.levels)
 
 
 def _logged_text(config, weights: dict) -> str:

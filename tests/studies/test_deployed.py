@@ -20,12 +20,12 @@ def test_deployed_sets_a_deterministic_logger_over_every_candidate_and_keeps_the
         before, after = S.level_config(base, level), S.level_config(scenario, level)
         assert after.epsilon == 0 and after.candidates == after.feed_length == before.feed_length
         assert dataclasses.replace(after, epsilon=before.epsilon, candidates=before.candidates) == before
-        assert is_deployed(scenario, level) and not is_deployed(base, level)
+        assert is_deployed(scenario, [level]) and not is_deployed(base, [level])
     assert dataclasses.replace(scenario, level1=base.level1, level2=base.level2) == base
     assert sensitivity.PRESETS["deployed"].scenario.days == 5                     # 20 settings per target
-    assert all(is_deployed(preset.scenario, level) for preset in (sensitivity.PRESETS["deployed"],
-                                                                  correlation.PRESETS["deployed"])
-               for level in S.LEVELS)
+    assert is_deployed(scenario) and not is_deployed(dataclasses.replace(scenario, level2=base.level2))
+    assert all(is_deployed(preset.scenario) for preset in (sensitivity.PRESETS["deployed"],
+                                                          correlation.PRESETS["deployed"]))
 
 
 @pytest.mark.parametrize("view", [feed.ScrollBudget(jnp.float32(1.3)), feed.Exponential(jnp.float32(0.9))])
