@@ -48,12 +48,13 @@ than numpy's vectorised sort, and comparison-count reductions run at several ns 
 counting against a block's relevant scores (#relevant comparisons per item) loses to sorting.
 
 Low-rank scores (`Factors`: s_ui = ⟨x_u, y_i⟩ + b_i, e.g. an MF model's parameters) are the
-exception: there the score row of a relevant pair is cheap to recompute, so `evaluate` counts
-instead of sorting. One jitted pass computes each relevant pair's row, sets the user's excluded
-items to NaN and counts the items above and level with the pair's own score in that row: I
-comparisons per relevant pair (against I log I per user to sort), no U x I matrix, nothing on the
-host but O(#relevant + #excluded) indices. With a few held-out items per user (a validation split)
-this is several times faster than the sorting pass; the counts, and so the metrics, are the same.
+exception: there a user's score row is cheap to compute, so `evaluate` counts instead of sorting.
+One jitted pass computes a user's row once for each slot of up to W of its relevant items (W the
+mean count per user rounded up to a power of two), sets the user's excluded items to NaN and
+counts the items above and level with each of the slot's scores: I comparisons per relevant pair
+and one k·I row per slot (against I log I per user to sort), no U x I matrix, nothing on the host
+but O(#relevant + #excluded) indices. With a few held-out items per user (a validation split) this
+is several times faster than the sorting pass; the counts, and so the metrics, are the same.
 """
 from __future__ import annotations
 
@@ -125,27 +126,32 @@ class Factors:
         return self.user.shape[0], self.item.shape[0]
 
 
-_PAIR_CHUNK = 128                  # relevant pairs whose score rows are computed at once
+_PAIR_CHUNK = 128                  # relevant pairs counted at once (slots x width per chunk)
+_MAX_SLOT_WIDTH = 128              # most relevant items of one user counted against one score row
 
 
-@jax.jit
-def _factor_pair_counts(user, item, item_bias, pair_user, pair_item, pair_excluded):
-    """Per relevant pair p (user u, item i): the non-excluded items scored above s_ui, those level
-    with it (i itself included) and s_ui, all from one row s_u· = x_u Yᵀ + b computed per pair.
-    pair_user, pair_item: i32[P] (P a multiple of `_PAIR_CHUNK`); pair_excluded: i32[P, L], the
-    user's excluded items padded with I (dropped). The chunks are split over the devices
-    (`simrec.sharding.map_blocks`). Returns (i32[P], i32[P], f32[P])."""
-    def chunk(args):
-        users, items, excluded = args
+@functools.partial(jax.jit, static_argnames=("slots_per_chunk",))
+def _factor_slot_counts(user, item, item_bias, slot_user, slot_items, slot_excluded, *,
+                        slots_per_chunk: int):
+    """Per slot s (one user u and up to W of u's relevant items) and item column w of it: the
+    non-excluded items scored above s_ui, those level with it (i itself included) and s_ui, all
+    from one row s_u· = x_u Yᵀ + b computed per slot, i.e. once per user for every W of its
+    relevant items. slot_user: i32[S]; slot_items: i32[S, W] (padding: any item, its counts are
+    dropped by the caller); slot_excluded: i32[S, L], the user's excluded items padded with I
+    (dropped); S a multiple of slots_per_chunk. The chunks are split over the devices
+    (`simrec.sharding.map_blocks`) and the counts made whole on every process (`collect`).
+    Returns (i32[S, W], i32[S, W], f32[S, W])."""
+    def chunk(users, items, excluded):
         rows = user[users] @ item.T + item_bias                                     # [C, I]
-        target = jnp.take_along_axis(rows, items[:, None], axis=1)
+        target = jnp.take_along_axis(rows, items, axis=1)                           # [C, W]
         rows = rows.at[jnp.arange(rows.shape[0])[:, None], excluded].set(jnp.nan, mode="drop")
-        return (jnp.sum(rows > target, axis=1, dtype=jnp.int32),
-                jnp.sum(rows == target, axis=1, dtype=jnp.int32), target[:, 0])
+        return (jnp.sum(rows[:, None, :] > target[:, :, None], axis=2, dtype=jnp.int32),
+                jnp.sum(rows[:, None, :] == target[:, :, None], axis=2, dtype=jnp.int32), target)
 
-    above, level, target = sharding.map_blocks(lambda *rows: chunk(rows), (pair_user, pair_item, pair_excluded),
-                                               _PAIR_CHUNK, pair_user.shape[0] // _PAIR_CHUNK)
-    return above.reshape(-1), level.reshape(-1), target.reshape(-1)
+    width = slot_items.shape[1]
+    counts = sharding.map_blocks(chunk, (slot_user, slot_items, slot_excluded), slots_per_chunk,
+                                 slot_user.shape[0] // slots_per_chunk)
+    return sharding.collect(tuple(x.reshape(-1, width) for x in counts))
 
 
 def _require_ranked(n_ranked: np.ndarray, users: np.ndarray) -> None:
@@ -162,8 +168,17 @@ def _pow2(n: int, low: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
+def _slot_width(n_rel: np.ndarray) -> int:
+    """Relevant items per slot: the power of two at or above the mean count of the users with
+    one, at most `_MAX_SLOT_WIDTH` (a user takes ⌈|rel|/W⌉ slots, each one score row and W
+    comparisons per item: padding costs comparisons, more slots cost score rows)."""
+    counts = n_rel[n_rel > 0]
+    return min(_pow2(math.ceil(counts.mean()) if len(counts) else 1, 1), _MAX_SLOT_WIDTH)
+
+
 def _factor_counts(f: Factors, relevant, exclude) -> _Counts:
-    """`_Counts` of low-rank scores by counting (`_factor_pair_counts`)."""
+    """`_Counts` of low-rank scores by counting (`_factor_slot_counts`): each user's relevant items
+    in slots of `_slot_width`, so a score row serves up to that many relevant items."""
     n_users, n_items = shape = f.shape
     if n_users == 0 or n_items == 0:
         raise ValueError(f"scores must have at least one user and one item, got shape {shape}")
@@ -175,23 +190,33 @@ def _factor_counts(f: Factors, relevant, exclude) -> _Counts:
     _require_ranked(n_ranked, np.arange(n_users))
     pair_user, item = np.divmod(pairs, n_items)
     n_rel = np.bincount(pair_user, minlength=n_users).astype(np.int64)
-    # each pair's user's excluded items, padded with n_items (out of range: dropped)
+    # slots: user u's relevant items (in item order) cut into ⌈n_rel[u] / width⌉ rows of width
+    width = _slot_width(n_rel)
+    user_slots = -(-n_rel // width)
+    first_slot = np.cumsum(user_slots) - user_slots
+    first_pair = np.cumsum(n_rel) - n_rel
+    rank_in_user = np.arange(len(pairs)) - first_pair[pair_user]
+    pair_slot = first_slot[pair_user] + rank_in_user // width
+    pair_column = rank_in_user % width
+    n_slots = int(user_slots.sum())
+    per_chunk = max(1, _PAIR_CHUNK // width)
+    size = per_chunk * _pow2(-(-max(n_slots, 1) // per_chunk), 1)
+    slot_user = np.zeros(size, np.int32)
+    slot_user[:n_slots] = np.repeat(np.arange(n_users), user_slots)
+    slot_items = np.zeros((size, width), np.int32)
+    slot_items[pair_slot, pair_column] = item
+    # each slot's user's excluded items, padded with n_items (out of range: dropped)
     excluded_user, excluded_item = np.divmod(excluded, n_items)
-    starts = np.searchsorted(excluded_user, pair_user, side="left")
-    counts = np.searchsorted(excluded_user, pair_user, side="right") - starts
-    width = _pow2(counts.max(initial=0), 1)
-    size = _pow2(len(pairs), _PAIR_CHUNK)
-    padded = np.full((size, width), n_items, np.int32)
-    inside = np.arange(width) < counts[:, None]
-    padded[:len(pairs)][inside] = excluded_item[(starts[:, None] + np.arange(width))[inside]]
-    pad = size - len(pairs)
-    above, level, target = _factor_pair_counts(
-        f.user, f.item, f.item_bias,
-        jnp.asarray(np.pad(pair_user, (0, pad)), jnp.int32),
-        jnp.asarray(np.pad(item, (0, pad)), jnp.int32),
-        jnp.asarray(padded))
-    above, level = (np.asarray(x[:len(pairs)], np.int64) for x in (above, level))
-    target = np.asarray(target[:len(pairs)], np.float32)
+    starts = np.searchsorted(excluded_user, slot_user[:n_slots], side="left")
+    counts = np.searchsorted(excluded_user, slot_user[:n_slots], side="right") - starts
+    excluded_width = _pow2(counts.max(initial=0), 1)
+    padded = np.full((size, excluded_width), n_items, np.int32)
+    inside = np.arange(excluded_width) < counts[:, None]
+    padded[:n_slots][inside] = excluded_item[(starts[:, None] + np.arange(excluded_width))[inside]]
+    above, level, target = (np.asarray(x)[pair_slot, pair_column] for x in _factor_slot_counts(
+        f.user, f.item, f.item_bias, jnp.asarray(slot_user), jnp.asarray(slot_items),
+        jnp.asarray(padded), slots_per_chunk=per_chunk))
+    above, level = above.astype(np.int64), level.astype(np.int64)
     less, less_equal = _count_in_rows(pair_user, target, pair_user, target)
     return _Counts(pair_user, item, above, level - 1, n_rel[pair_user] - less_equal,
                    less_equal - less - 1, n_ranked, n_rel)

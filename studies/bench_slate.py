@@ -18,15 +18,18 @@ apart), on ``--sessions`` logged sessions:
 
 Side by side, in the same run, Open Bandit Pipeline 0.5.7 (Saito et al. 2021; its own virtual
 environment, created as ``simrec bench feed`` documents: ``--peer-venv``, ``--setup-peer``):
-`SlateStandardIPS`, `SlateRewardInteractionIPS` and `SlateCascadeDoublyRobust` (each timed on its
-second call) on the first
+`SlateStandardIPS`, `SlateRewardInteractionIPS`, their self-normalised variants
+`SelfNormalizedSlateStandardIPS` and `SelfNormalizedSlateRewardInteractionIPS`, and
+`SlateCascadeDoublyRobust` (each timed on its second call) on the first
 ``--obp-sessions`` sessions of the same log, exported with K rows per session (slate_id, position,
 action; reward 0 past the viewed ranks) and the same propensities: pscore = π₀ of the whole
 logged prefix on every row (SIPS), pscore_cascade = π₀(s_1:k) per row (carried past the logged
 prefix, where the reward is 0), and for Cascade-DR q_hat = q̂(x, a) for all A actions on the
 viewed rows (0 past them) with the target's distribution of its next item after the logged
 prefix, computed here without simrec (one-hot at the best item the target's sort has not shown
-yet). On these inputs OBP's three estimators are simrec's SIPS, RIPS and Cascade-DR at m = ∞, so
+yet). On these inputs OBP's five estimators are simrec's SIPS, RIPS, SN-SIPS, SN-RIPS (OBP divides each
+position's weighted rewards by the mean weight at that position: for SN-SIPS the whole slate's, for
+SN-RIPS the carried prefix's, simrec's `ope.rank_normalisers`) and Cascade-DR at m = ∞, so
 the run checks that OBP reproduces simrec's estimates (largest relative difference printed; OBP
 computes in float64, simrec's weights in float32) and compares both sides' seconds per 10⁶
 sessions. OBP cannot compute these propensities for a Plackett–Luce logger itself (it enumerates
@@ -50,13 +53,15 @@ import numpy as np
 from simrec_studies._bench_args import Parser, integer, positive_int, usage_errors
 from simrec_studies.bench_feed import OBP_LOADER, peer_python, timed
 
-ESTIMATORS = ("rips", "sips", "snsips", "sips_beta", "cascade_dr", "dcg")
+ESTIMATORS = ("rips", "snrips", "sips", "snsips", "sips_beta", "cascade_dr", "dcg")
 OBP_ESTIMATORS = {"sips": "SlateStandardIPS", "rips": "SlateRewardInteractionIPS",
+                  "snsips": "SelfNormalizedSlateStandardIPS", "snrips": "SelfNormalizedSlateRewardInteractionIPS",
                   "cascade_dr": "SlateCascadeDoublyRobust"}
 PER = 1_000_000                          # costs are reported in seconds per PER sessions
 
 OBP_DRIVER = OBP_LOADER + r'''
-from obp.ope.estimators_slate import SlateCascadeDoublyRobust, SlateRewardInteractionIPS, SlateStandardIPS
+from obp.ope.estimators_slate import (SelfNormalizedSlateRewardInteractionIPS, SelfNormalizedSlateStandardIPS,
+                                     SlateCascadeDoublyRobust, SlateRewardInteractionIPS, SlateStandardIPS)
 log = dict(np.load(sys.argv[1]))
 K, A = int(log["len_list"]), int(log["n_actions"])
 common = {"slate_id": log["slate_id"], "reward": log["reward"], "position": log["position"]}
@@ -64,6 +69,11 @@ calls = {
     "sips": lambda: SlateStandardIPS(len_list=K).estimate_policy_value(
         **common, pscore=log["pscore"], evaluation_policy_pscore=log["evaluation_policy_pscore"]),
     "rips": lambda: SlateRewardInteractionIPS(len_list=K).estimate_policy_value(
+        **common, pscore_cascade=log["pscore_cascade"],
+        evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"]),
+    "snsips": lambda: SelfNormalizedSlateStandardIPS(len_list=K).estimate_policy_value(
+        **common, pscore=log["pscore"], evaluation_policy_pscore=log["evaluation_policy_pscore"]),
+    "snrips": lambda: SelfNormalizedSlateRewardInteractionIPS(len_list=K).estimate_policy_value(
         **common, pscore_cascade=log["pscore_cascade"],
         evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"]),
     "cascade_dr": lambda: SlateCascadeDoublyRobust(len_list=K, n_unique_action=A).estimate_policy_value(
@@ -177,7 +187,7 @@ def export_for_obp(path: str, log, data, target, model: np.ndarray, target_score
 
 
 def bench_obp(python: str, log, inputs, model, target_scores, sessions: int) -> tuple[dict | None, str]:
-    """Run OBP's three slate estimators in the peer environment on the exported sessions."""
+    """Run OBP's slate estimators (`OBP_ESTIMATORS`) in the peer environment on the exported sessions."""
     data, targets = inputs
     with tempfile.TemporaryDirectory() as folder:
         npz = os.path.join(folder, "slates.npz")
@@ -237,8 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nobp unavailable: {reason}")
     else:
         worst = max(obp[name]["relative_difference"] for name in OBP_ESTIMATORS)
-        print(f"\nOBP {obp['obp_version']} in {args.peer_venv}, on the first {obp['sessions']:,} sessions: its SIPS, "
-              f"RIPS and Cascade-DR reproduce simrec's to a relative difference of {worst:.1e} at most")
+        print(f"\nOBP {obp['obp_version']} in {args.peer_venv}, on the first {obp['sessions']:,} sessions: its "
+              f"SIPS, RIPS, SN-SIPS, SN-RIPS and Cascade-DR reproduce simrec's to a relative difference of "
+              f"{worst:.1e} at most")
     if args.json:
         Path(args.json).write_text(json.dumps({"simrec": rows, "obp": obp}, indent=2))
     return 0

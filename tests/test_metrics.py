@@ -241,6 +241,30 @@ def test_low_rank_factors_equal_the_sorting_pass_bit_for_bit_on_a_larger_catalog
             np.testing.assert_array_equal(got[spec], sorted_pass[spec], err_msg=spec)
 
 
+
+def test_low_rank_factors_count_users_with_many_more_relevant_items_than_the_slot_width():
+    """Skewed relevant counts: most users hold one relevant item (slot width 1 or 2), one holds
+    300 (hundreds of slots, past `_MAX_SLOT_WIDTH` too), one none; the counts equal the sorting pass."""
+    rng = np.random.default_rng(19)
+    n_users, n_items = 50, 400
+    factors, scores = _integer_factors(rng, n_users, n_items, dim=4)
+    relevant = np.zeros((n_users, n_items), bool)
+    relevant[np.arange(n_users), rng.integers(0, n_items, n_users)] = True
+    relevant[7, rng.choice(n_items, 300, replace=False)] = True
+    relevant[9] = False
+    exclude = (rng.random((n_users, n_items)) < 0.2) & ~relevant
+    for rel in (relevant, sp.csr_matrix(relevant)):
+        got = metrics.evaluate(factors, rel, exclude=exclude, metrics=ALL)
+        sorted_pass = metrics.evaluate(scores, relevant, exclude=exclude, metrics=ALL)
+        for spec in ALL:
+            np.testing.assert_array_equal(got[spec], sorted_pass[spec], err_msg=spec)
+    many = np.zeros((n_users, n_items), bool)
+    many[:, :200] = True                                           # mean 200: width capped at 128
+    got = metrics.evaluate(factors, many, metrics=ALL)
+    sorted_pass = metrics.evaluate(scores, many, metrics=ALL)
+    for spec in ALL:
+        np.testing.assert_array_equal(got[spec], sorted_pass[spec], err_msg=spec)
+
 @pytest.mark.parametrize("field, value, message", [
     ("item_bias", np.zeros(4, np.float32), r"Factors.item_bias must have shape \(5,\)"),
     ("item", np.zeros((5, 2), np.float32), r"Factors.item must have shape \(any, 3\)"),

@@ -404,7 +404,8 @@ def test_bench_feed_exports_what_obp_iips_turns_into_simrec_estimates(tmp_path):
 def test_bench_slate_exports_what_obp_slate_estimators_turn_into_simrec_estimates(tmp_path):
     """`simrec bench slate`'s peer input: OBP's SIPS, RIPS and Cascade-DR formulas (per row: the
     weight times the reward; Cascade-DR's iw (r − q̂(a)) + iw_prev Σ_a π(a) q̂(a), iw_prev = 1 on a
-    slate's first row), evaluated here in numpy on the saved .npz, give simrec's estimates; and the
+    slate's first row) and its self-normalised SN-SIPS and SN-RIPS (each row's term divided by the
+    mean weight of its position), evaluated here in numpy on the saved .npz, give simrec's estimates; and the
     target's next items written without simrec agree with `feed.next_item_mean` of one-hot values."""
     from simrec import feed
     from simrec_studies import bench_slate
@@ -426,7 +427,13 @@ def test_bench_slate_exports_what_obp_slate_estimators_turn_into_simrec_estimate
     previous[s["position"] == 0] = 1.0
     cascade = np.sum(iw * (s["reward"] - q_hat[np.arange(q_hat.shape[0]), s["action"]])
                      + previous * np.sum(s["evaluation_policy_action_dist"].reshape(-1, a) * q_hat, axis=1)) / slates
-    for name, value in (("sips", sips), ("rips", rips), ("cascade_dr", cascade)):
+    position_mean = lambda w: np.bincount(s["position"], weights=w, minlength=k)[s["position"]] / slates
+    snsips = np.sum(s["reward"] * s["evaluation_policy_pscore"] / s["pscore"]
+                    / position_mean(s["evaluation_policy_pscore"] / s["pscore"])) / slates
+    snrips = np.sum(s["reward"] * iw / position_mean(iw)) / slates
+    assert set(expected) == set(bench_slate.OBP_ESTIMATORS)
+    for name, value in (("sips", sips), ("rips", rips), ("snsips", snsips), ("snrips", snrips),
+                        ("cascade_dr", cascade)):
         assert value == pytest.approx(expected[name], rel=1e-5), name
     users, items = np.asarray(log.users)[:300], np.asarray(log.items)[:300]
     nexts = bench_slate.target_next_items(tables["target"], users, items)

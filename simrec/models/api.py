@@ -364,10 +364,36 @@ def best_checkpoint(model: Model) -> tuple[int, float] | None:
     return int(budget), float(value)
 
 
-@functools.cache
-def _optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
-    """One optax object per (name, rate), so every fit with them reuses the compiled epoch."""
-    return OPTIMIZERS[name](learning_rate)
+@dataclass(frozen=True, eq=False)
+class _RateInState:
+    """The optax transformation ``OPTIMIZERS[name](learning_rate)`` with its rate kept in its state
+    (`optax.inject_hyperparams`: an f32[] the update reads, bit-identical to the rate as a
+    constant). Equal, and hash-equal, for every rate of one name: the jitted epoch takes the
+    optimizer as a static argument, so it compiles once per optimizer and data shape instead of
+    once per rate (a few seconds per fit of a grid)."""
+    name: str
+    learning_rate: float
+
+    def _transformation(self) -> optax.GradientTransformation:
+        return optax.inject_hyperparams(OPTIMIZERS[self.name])(learning_rate=self.learning_rate)
+
+    def init(self, params):
+        return self._transformation().init(params)
+
+    def update(self, updates, state, params=None):
+        return self._transformation().update(updates, state, params)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _RateInState) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((_RateInState, self.name))
+
+
+def _optimizer(name: str, learning_rate: float) -> _RateInState:
+    """The optimizer of an MFSpec fit (`_RateInState`): every fit with the same optimizer name
+    reuses the compiled epoch, whatever its rate."""
+    return _RateInState(name, learning_rate)
 
 
 def _require_key(key, spec) -> None:

@@ -135,6 +135,22 @@ def test_pairs_map_to_epochs_as_the_studies_do():
     _assert_same_params(fit(KEY, spec, TRAIN, pairs=0).params, start)
 
 
+def test_fits_at_other_learning_rates_reuse_the_compiled_epoch_and_equal_the_trainer():
+    """The rate lives in the optimizer's state, so fits of one optimizer at three rates compile the
+    epoch once, and each is bit for bit the trainer with that rate as a constant."""
+    from simrec.models import training
+
+    spec = dataclasses.replace(CASES["mf-adg"][0], optimizer="sgd")
+    rates, fitted, compiled = (0.3, 0.05, 0.3001), [], []
+    for rate in rates:
+        fitted.append(fit(KEY, dataclasses.replace(spec, learning_rate=rate), TRAIN, pairs=2 * TRAIN.nnz).params)
+        compiled.append(training.train_epoch._cache_size())
+    assert compiled[0] == compiled[-1]                      # the second and third rate compiled nothing
+    for rate, got in zip(rates, fitted):
+        expected = models.train(KEY, ADG, TRAIN, epochs=2, batch_size=32, optimizer=optax.sgd(rate), l2=0.01)
+        _assert_same_params(got, expected)
+
+
 def test_fit_grid_equals_single_fits():
     specs = [EASESpec(l2=50.0), KUNNSpec(3, 2), PopularitySpec(), EASESpec(l2=5.0),
              KUNNSpec(1, 4), ItemKNNSpec(k=3), KUNNSpec(3, 4)]
