@@ -98,8 +98,8 @@ from simrec_studies.regimes.compute import DIALS, MAPS
 #: day quantity (`DAY_QUANTITIES`), "lost" (day −1: target exposure per session on items R₀ never
 #: shows, under the log discount, averaged over the base user mix), "online" (exact online reward
 #: per session of R₀ or a target), an estimate of
-#: `CORRELATED` or "se[...]" its SE (target rt), or "delta" / "delta_se" (mean and SE of Δ_τ(m)); m:
-#: the clipping of delta rows, else NaN.
+#: `CORRELATED` or "se[...]" its SE (target rt), "delta" / "delta_se" (mean and SE of Δ_τ(m)), or a
+#: `ONE_CLICK` quantity of the day's log (target rt); m: the clipping of delta rows, else NaN.
 COLUMNS = {"map": str, "x": float, "y": float, "replication": int, "day": int, "signal": str, "target": str,
            "quantity": str, "m": float, "value": float}
 
@@ -212,8 +212,8 @@ PRESETS = {"smoke": _smoke(), "default": RegimesConfig()}
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
 from simrec_studies.regimes.compute import (  # noqa: E402,F401
-    CORRELATED, DAY_QUANTITIES, LEVEL, PAPER, SERIES, TARGET, Shared, cell_dials, cell_points, cells, compute,
-    difference_moments, exposure_table, grid, grid_points, logger_policy, placement, regime_config, setup,
+    CORRELATED, DAY_QUANTITIES, LEVEL, ONE_CLICK, PAPER, SERIES, TARGET, Shared, cell_dials, cell_points, cells,
+    compute, difference_moments, exposure_table, grid, grid_points, logger_policy, placement, regime_config, setup,
     shifted_generator, table_value)
 from simrec_studies.regimes.report import (  # noqa: E402,F401
     claims, correlations, daily_frame, detection, mechanism, report, settings_frame, verdict_d, verdicts)

@@ -52,6 +52,10 @@ CORRELATED = ("dcg_log_c", "dcg_log_q", "dcg_pbm_c", "dcg_pbm_q", "ndcg_skip", "
 TARGET = "rt"                        # the target whose daily estimates are correlated (Table 2's R_t)
 SERIES = (TARGET, "R0")              # the policies whose daily series are correlated (Table 2's R_t and R_0)
 DAY_QUANTITIES = ("log_length", "engagement", "depth", "max_weight")
+#: per signal, of the day's logged sessions with exactly one positive label (`one_click_quantities`):
+#: their share of the sessions with one or more, their mean viewed depth, and the exposure under the
+#: day's learnt pbm that R₀ and rt give the labelled item (rt's is those sessions' nDCG (pbm, Q̂))
+ONE_CLICK = ("one_click_share", "one_click_depth", "one_click_logger_exposure", "one_click_target_exposure")
 
 
 # ---- cells and setup -----------------------------------------------------------------------------
@@ -246,6 +250,26 @@ def _day_quantities(platform: S.Platform, dials: Dials, today: S.Day, log: feed.
                                              float(1.0 / logged.min())))]
 
 
+def one_click_quantities(rewards, viewed, logging_exposure, target_exposure) -> dict[str, float]:
+    """The `ONE_CLICK` quantities of one signal's log: among the sessions with exactly one positive
+    label a, their share of the sessions with any, their mean viewed depth, and the mean of ε₀(a) and
+    ε_t(a). With one positive label, the debiased label 1/ε₀(a) is also the ideal's, so such a
+    session's nDCG (pbm, Q̂) is ε_t(a) / S(1) = ε_t(a) (the pbm's S(1) = 1): the mean of the last is
+    nDCG (skip) over those sessions. rewards: [N, K]; viewed: bool[N, K]; logging_exposure,
+    target_exposure: f[N, K] of the logged items. NaN where no session has one label."""
+    viewed = np.asarray(viewed)
+    labels = np.asarray(rewards, np.float64) * viewed
+    counts = np.sum(labels > 0, axis=1)
+    one = counts == 1
+    if not one.any():
+        return dict.fromkeys(ONE_CLICK, math.nan)
+    rank = np.argmax(labels[one] > 0, axis=1)
+    rows = np.flatnonzero(one)
+    values = (one.sum() / np.sum(counts > 0), np.mean(np.sum(viewed[one], axis=1)),
+              np.mean(np.asarray(logging_exposure)[rows, rank]), np.mean(np.asarray(target_exposure)[rows, rank]))
+    return {name: float(value) for name, value in zip(ONE_CLICK, values)}
+
+
 def correlated_estimates(data: dict, targets: dict) -> dict[tuple[str, str], tuple[float, float]]:
     """{(`CORRELATED` estimator, policy): (value, standard error)} of the target rt and the logger
     R₀ (`SERIES`) on one signal's log: DCG {log, pbm} x {C (m = 1), Q̂ (m = ∞)} and nDCG (pbm, Q̂)
@@ -287,6 +311,9 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
                 for name, v in online.items()]
         data, targets = table2_estimates.inputs(log.rewards[s], viewed, exposures, discount)
         values = correlated_estimates(data, targets)
+        one_click = one_click_quantities(log.rewards[s], viewed, exposures["pbm"]["R0"], exposures["pbm"][TARGET])
+        out += [{"signal": signal, "target": TARGET, "quantity": q, "m": math.nan, "value": v}
+                for q, v in one_click.items()]
         for (q, name), (value, se) in values.items():
             out += [{"signal": signal, "target": name, "quantity": q, "m": math.nan, "value": float(value)},
                     {"signal": signal, "target": name, "quantity": f"se[{q}]", "m": math.nan, "value": float(se)}]

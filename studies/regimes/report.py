@@ -229,6 +229,73 @@ def mechanism(records: pd.DataFrame, daily: pd.DataFrame) -> pd.DataFrame:
     return out.merge(per_signal.reset_index(), on=CELL, how="left")
 
 
+#: the `ONE_CLICK` quantities and rt's nDCG (skip) as `table_one_click` names them
+ONE_CLICK_LABELS = {"one_click_share": "share of one-label sessions", "one_click_depth": "their depth",
+                    "one_click_logger_exposure": "their ε₀(a)", "one_click_target_exposure": "their nDCG = ε_t(a)",
+                    "ndcg_skip": "nDCG (skip)"}
+
+
+def one_click(records: pd.DataFrame) -> pd.DataFrame:
+    """Per (x, y, signal) of the engagement map: the mean ± SE over replications of the Pearson r,
+    over a replication's days, between the day's engagement factor and each `ONE_CLICK` quantity
+    and rt's nDCG (skip), where nDCG's sign under engagement drift is decided (README)."""
+    part = records[records["map"] == "engagement"]
+    keys = [*CELL, "replication", "day"]
+    engagement = part[(part.signal == "") & (part.quantity == "engagement")].set_index(keys).value.rename("engagement")
+    wanted = part[(part.target == TARGET) & part.m.isna() & part.quantity.isin(ONE_CLICK_LABELS)]
+    if wanted.empty:                                   # a run without the engagement map
+        return pd.DataFrame(columns=[*CELL, "signal", "replications"])
+    wide = wanted.pivot_table(index=[*keys, "signal"], columns="quantity", values="value", sort=False).reset_index()
+    wide = wide.join(engagement, on=keys)
+    rows = []
+    for key, group in wide.groupby([*CELL, "replication", "signal"], sort=False):
+        row = dict(zip([*CELL, "replication", "signal"], key))
+        for quantity, label in ONE_CLICK_LABELS.items():
+            values, drift = group[quantity].to_numpy(), group.engagement.to_numpy()
+            ok = np.ptp(values) > 0 and np.ptp(drift) > 0 and np.all(np.isfinite(values))
+            row[label] = float(stats.pearson(drift, values)[0]) if ok else math.nan
+        rows.append(row)
+    per_replication = pd.DataFrame(rows)
+    out = per_replication.groupby([*CELL, "signal"], sort=False).size().rename("replications").reset_index()
+    for label in ONE_CLICK_LABELS.values():
+        means = _mean_se_by(per_replication, [*CELL, "signal"], label)
+        out[f"r(engagement, {label})"] = [means.get(tuple(r), (math.nan, math.nan))[0]
+                                          for r in out[[*CELL, "signal"]].itertuples(index=False)]
+        out[f"se[{label}]"] = [means.get(tuple(r), (math.nan, math.nan))[1]
+                               for r in out[[*CELL, "signal"]].itertuples(index=False)]
+    return out
+
+
+def _one_click_text(table: pd.DataFrame) -> str:
+    """What the one-label sessions show at the engagement map's largest drift with share 0."""
+    part = table[table.y == 0.0]
+    if part.empty:
+        return ""
+    part = part[part.x == part.x.max()]
+    r = lambda row, label: f"{row[f'r(engagement, {label})']:+.2f} ± {row[f'se[{label}]']:.2f}"
+    per_signal = "; ".join(
+        f"{row.signal}: share of one-label sessions {r(row, 'share of one-label sessions')}, their nDCG "
+        f"{r(row, 'their nDCG = ε_t(a)')}, the labelled item's ε₀(a) {r(row, 'their ε₀(a)')}, their depth "
+        f"{r(row, 'their depth')}" for _, row in part.iterrows())
+    def beyond(label: str, sign: int) -> list[str]:
+        return [row.signal for _, row in part.iterrows()
+                if sign * row[f"r(engagement, {label})"] > 2 * row[f"se[{label}]"]]
+
+    shorter = [signal for signal in beyond("their depth", -1) if signal in beyond("their ε₀(a)", +1)]
+    rising, falling = beyond("their nDCG = ε_t(a)", +1), beyond("their nDCG = ε_t(a)", -1)
+    return (f" Why the signals part ways (`table_one_click`, global drift sd {_fmt(part.x.max())}, share 0; r with "
+            f"the day's engagement factor over days, mean ± SE over replications): {per_signal}. More engagement "
+            "moves sessions from one label to several, which have the lower nDCG; this pulls r down for every "
+            "signal."
+            + (f" For {', '.join(shorter)} the sessions left with one label are shorter and their label sits higher "
+               "in R₀'s ranking (both beyond 2 SE)." if shorter else "")
+            + " A one-label session's nDCG is rt's exposure of its labelled item"
+            + (f"; it rises for {', '.join(rising)} (rt agrees with R₀ on those items)" if rising else "")
+            + (f"; it falls for {', '.join(falling)} (R₀ ranks those items higher than rt does)" if falling else "")
+            + ", beyond 2 SE. Which property of a signal (its slope in the quality logit, its base rate) sets that "
+            "direction is not isolated here.")
+
+
 def _fmt(value: float) -> str:
     """A dial value or statistic in a heatmap or the prose: 3 significant digits below 1000."""
     return reporting.number(value, "g" if value >= 1000 else ".3g")
@@ -332,10 +399,10 @@ def _trend(table: pd.DataFrame, name: str, axis: str, column: str, fmt: str = "+
     return f"{dial} " + " → ".join(f"{_fmt(k)}: {format(v, fmt)}" for k, v in means.items())
 
 
-def _reading(every: dict, mech: pd.DataFrame) -> list[str]:
+def _reading(every: dict, mech: pd.DataFrame, one: pd.DataFrame) -> list[str]:
     """The mechanism paragraphs: each verdict's statistic along the dials that move it."""
     return ["**Reading the maps** (each statistic averaged over the other dial and the signals):", "",
-            _reading_a(every["a"], mech), _reading_b(every["b"]), _reading_c(every["c"]), _reading_d(every["d"])]
+            _reading_a(every["a"], mech), _reading_b(every["b"], one), _reading_c(every["c"]), _reading_d(every["d"])]
 
 
 def _reading_a(a: pd.DataFrame, mech: pd.DataFrame) -> str:
@@ -353,7 +420,7 @@ def _reading_a(a: pd.DataFrame, mech: pd.DataFrame) -> str:
         "is invisible to every estimator on R₀'s log, and its day-to-day movement with it).")
 
 
-def _reading_b(b: pd.DataFrame) -> str:
+def _reading_b(b: pd.DataFrame, one: pd.DataFrame) -> str:
     """(b) nDCG's r along the drift mix and the item walk."""
     nd = _r_column("ndcg_skip")
     return (
@@ -363,11 +430,11 @@ def _reading_b(b: pd.DataFrame) -> str:
         "but, at the default swing, leave the per-session ratio nDCG nearly unchanged (labels scale in numerator "
         "and ideal); days that differ in session length move both."
         + (f" With both walks off (engagement map) it is {_trend(b, 'engagement', 'y', nd)} along the share and "
-           f"{_trend(b, 'engagement', 'x', nd)} along the global drift's size. " + _engagement_only(b)
+           f"{_trend(b, 'engagement', 'x', nd)} along the global drift's size. " + _engagement_only(b, one)
            if (b["map"] == "engagement").any() else ""))
 
 
-def _engagement_only(b: pd.DataFrame) -> str:
+def _engagement_only(b: pd.DataFrame, one: pd.DataFrame) -> str:
     """nDCG's r per signal along the size of a drift that moves engagement alone (engagement map,
     session share 0): the dial that turns the paper's negative sign on or off."""
     nd = _r_column("ndcg_skip")
@@ -384,11 +451,11 @@ def _engagement_only(b: pd.DataFrame) -> str:
     text = "Where the days differ in engagement alone (share 0), nDCG's r along the drift's sd is " + "; ".join(
         per_signal) + " (`table_verdict_b`)"
     if not negative:
-        return text + ": no engagement swing on this grid turns it below 0 beyond 2 SE."
+        return text + ": no engagement swing on this grid turns it below 0 beyond 2 SE." + _one_click_text(one)
     return (text + f": for {', '.join(negative)} a large enough engagement swing alone turns nDCG's r negative "
             "beyond 2 SE, the paper's sign, while DCG's r stays positive, so this dial reaches the paper's "
-            "negative nDCG correlations" + (f" (not for {', '.join(others)}; which property of a signal decides "
-                                            "this is not resolved here)" if others else "") + ".")
+            "negative nDCG correlations" + (f" (not for {', '.join(others)})" if others else "") + "."
+            + _one_click_text(one))
 
 
 def _reading_c(c: pd.DataFrame) -> str:
@@ -559,12 +626,13 @@ def report(config: RegimesConfig, records: pd.DataFrame) -> Report:
     rates = detection(config, frame)
     every = {**verdicts(corr), "d": verdict_d(frame, rates)}
     mech = mechanism(records, daily)
+    one = one_click(records)
     paper = pd.concat([t[t["map"] == PAPER].assign(verdict_of=name) for name, t in every.items()], ignore_index=True)
     tables = {"table_verdict_a": every["a"], "table_verdict_b": every["b"], "table_verdict_c": every["c"],
               "table_verdict_d": every["d"], "table_detection": rates, "table_correlation": corr,
-              "table_mechanism": mech, "table_paper_cell": paper}
+              "table_mechanism": mech, "table_one_click": one, "table_paper_cell": paper}
     return Report(tables=tables, figures=_figures(config, {name: t[t["map"] != PAPER] for name, t in every.items()}),
-                  summary=_summary(config, every, mech, paper), claims=claims(config, every), float_format=".3g")
+                  summary=_summary(config, every, mech, paper, one), claims=claims(config, every), float_format=".3g")
 
 
 def _figures(config: RegimesConfig, grid_only: dict[str, pd.DataFrame]) -> dict:
@@ -626,7 +694,7 @@ def _claims_text(config: RegimesConfig) -> str:
             "over our replications, not that the r matches the paper's.")
 
 
-def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.DataFrame) -> str:
+def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.DataFrame, one: pd.DataFrame) -> str:
     sc, dials = config.scenario, config.dials
     maps = ", ".join(f"`{name}` ({MAPS[name][0]} × {MAPS[name][1]})" for name in config.maps)
     lines = [
@@ -642,7 +710,9 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         f"40M users are exact to its precision). Figures `fig_verdict_*`: one heatmap per map (and signal), the "
         f"statistic in colour and number, the verdict as a mark; tables `table_verdict_*` hold the same numbers "
         f"with standard errors over replications, `table_detection` TPR/FPR with Wilson intervals for every m, "
-        f"`table_correlation` every r, `table_mechanism` weights, support loss and noise ceilings.",
+        f"`table_correlation` every r, `table_mechanism` weights, support loss and noise ceilings, "
+        f"`table_one_click` (engagement map) how the sessions with one positive label move with the day's "
+        f"engagement.",
         "",
         "**In short** (over every grid point of every map"
         ", signals separately for (a)–(c), (c) for R_t's and R₀'s series): "
@@ -654,7 +724,7 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         "",
         *_verdict_map_lines(config, every),
     ]
-    lines += ["", *_reading(every, mech), "",
+    lines += ["", *_reading(every, mech, one), "",
               "**Caveats and where the source differs.** The paper's regime is one production platform with "
               "40M users, two feed levels and violated assumptions; here one simulated level without violations "
               "(besides Asm. 5 when G′ ≠ G), a platform of "

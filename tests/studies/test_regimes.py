@@ -403,3 +403,47 @@ def test_a_regime_on_two_maps_is_one_cell_whose_records_serve_both_points():
     shuffled = records.iloc[::-1].reset_index(drop=True)
     ordered = report_module.in_grid_order(config, shuffled)
     assert list(dict.fromkeys(ordered["map"])) == ["exploration", "generator"]
+
+
+def test_one_click_quantities_by_hand_and_nDCG_of_a_one_label_session_is_the_targets_exposure():
+    """The one-label sessions of a hand log: share among sessions with a label, depth, ε₀(a), ε_t(a);
+    and each such session's nDCG (pbm, Q̂) from the registry equals ε_t(a) / S(1)."""
+    rewards = np.array([[0, 1, 0], [1, 1, 0], [0, 0, 0], [0, 0, 1], [1, 0, 0]], np.float32)
+    viewed = np.array([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 1, 0], [1, 0, 0]], bool)  # session 3's label unseen
+    logging = np.array([[.9, .5, .2], [.8, .4, .1], [.9, .5, .2], [.7, .3, .2], [.6, .3, .1]], np.float32)
+    target = np.array([[.2, .9, .5], [.9, .5, .2], [.9, .5, .2], [.2, .5, .9], [.4, .3, .1]], np.float32)
+    got = compute_module.one_click_quantities(rewards, viewed, logging, target)
+    # labelled sessions: 0 (one), 1 (two), 4 (one); one-label: 0 at rank 2, 4 at rank 1
+    assert got == pytest.approx({"one_click_share": 2 / 3, "one_click_depth": (3 + 1) / 2,
+                                 "one_click_logger_exposure": (.5 + .6) / 2,
+                                 "one_click_target_exposure": (.9 + .4) / 2})
+    discount = np.array([1.0, 0.6, 0.3], np.float32)
+    one = [0, 4]
+    data, targets = table2_estimates.inputs(rewards[one], viewed[one], {"pbm": {"R0": logging[one], "rt": target[one]}},
+                                            discount)
+    parts = table2_estimates.contributions(data, targets, math.inf, ["ndcg_skip"])
+    np.testing.assert_allclose(np.asarray(parts["ndcg_skip", "rt"].numerator)[0], [.9, .4], rtol=1e-6)
+    none = compute_module.one_click_quantities(rewards[[1, 2]], viewed[[1, 2]], logging[[1, 2]], target[[1, 2]])
+    assert all(math.isnan(v) for v in none.values())
+
+
+def test_one_click_table_correlates_each_quantity_with_the_days_engagement():
+    """`table_one_click`: per replication the r over days with the engagement factor, then mean ± SE;
+    a quantity rising with engagement has r = +1, one falling r = −1, a constant one NaN."""
+    rows = []
+    for replication in range(2):
+        for day, engagement in enumerate((-1.0, 0.5, 2.0)):
+            cell = {"map": "engagement", "x": 1.28, "y": 0.0, "replication": replication, "day": day, "m": math.nan}
+            rows.append({**cell, "signal": "", "target": "", "quantity": "engagement", "value": engagement})
+            for quantity, value in (("one_click_share", 1 - engagement), ("one_click_depth", 2.0),
+                                    ("one_click_logger_exposure", engagement),
+                                    ("one_click_target_exposure", 3 * engagement), ("ndcg_skip", -engagement)):
+                rows.append({**cell, "signal": "like", "target": "rt", "quantity": quantity, "value": value})
+    table = report_module.one_click(pd.DataFrame(rows))
+    row = table.iloc[0]
+    assert len(table) == 1 and row.replications == 2
+    assert row["r(engagement, share of one-label sessions)"] == pytest.approx(-1.0)
+    assert row["r(engagement, their nDCG = ε_t(a))"] == pytest.approx(1.0)
+    assert row["r(engagement, nDCG (skip))"] == pytest.approx(-1.0)
+    assert math.isnan(row["r(engagement, their depth)"])
+    assert "it rises for like" in report_module._one_click_text(table)
