@@ -58,6 +58,12 @@ def daily_frame(records: pd.DataFrame) -> pd.DataFrame:
     return _series_first(wide, "target").reset_index(drop=True).rename(columns={"target": "series"})
 
 
+def _r_or_nan(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson r of two daily series (`stats.pearson`); NaN where either is constant or not finite."""
+    ok = np.ptp(x) > 0 and np.ptp(y) > 0 and np.all(np.isfinite(x)) and np.all(np.isfinite(y))
+    return float(stats.pearson(x, y)[0]) if ok else math.nan
+
+
 def correlations(daily: pd.DataFrame) -> pd.DataFrame:
     """Pearson r (`stats.pearson`) of each estimator's daily series with the exact online reward of
     the same policy, per (map, x, y, replication, signal, series); NaN where a series is constant."""
@@ -67,10 +73,8 @@ def correlations(daily: pd.DataFrame) -> pd.DataFrame:
         group = group.sort_values("day")
         online = group.online.to_numpy()
         for estimator in CORRELATED:
-            values = group[estimator].to_numpy()
-            ok = np.ptp(values) > 0 and np.ptp(online) > 0 and np.all(np.isfinite(values))
             rows.append({**dict(zip(keys, key)), "estimator": estimator,
-                         "r": float(stats.pearson(values, online)[0]) if ok else math.nan})
+                         "r": _r_or_nan(group[estimator].to_numpy(), online)})
     return pd.DataFrame(rows)
 
 
@@ -251,18 +255,16 @@ def one_click(records: pd.DataFrame) -> pd.DataFrame:
     for key, group in wide.groupby([*CELL, "replication", "signal"], sort=False):
         row = dict(zip([*CELL, "replication", "signal"], key))
         for quantity, label in ONE_CLICK_LABELS.items():
-            values, drift = group[quantity].to_numpy(), group.engagement.to_numpy()
-            ok = np.ptp(values) > 0 and np.ptp(drift) > 0 and np.all(np.isfinite(values))
-            row[label] = float(stats.pearson(drift, values)[0]) if ok else math.nan
+            row[label] = _r_or_nan(group.engagement.to_numpy(), group[quantity].to_numpy())
         rows.append(row)
     per_replication = pd.DataFrame(rows)
     out = per_replication.groupby([*CELL, "signal"], sort=False).size().rename("replications").reset_index()
+    groups = list(out[[*CELL, "signal"]].itertuples(index=False, name=None))
     for label in ONE_CLICK_LABELS.values():
         means = _mean_se_by(per_replication, [*CELL, "signal"], label)
-        out[f"r(engagement, {label})"] = [means.get(tuple(r), (math.nan, math.nan))[0]
-                                          for r in out[[*CELL, "signal"]].itertuples(index=False)]
-        out[f"se[{label}]"] = [means.get(tuple(r), (math.nan, math.nan))[1]
-                               for r in out[[*CELL, "signal"]].itertuples(index=False)]
+        mean_se = [means.get(group, (math.nan, math.nan)) for group in groups]
+        out[f"r(engagement, {label})"] = [mean for mean, _ in mean_se]
+        out[f"se[{label}]"] = [se for _, se in mean_se]
     return out
 
 
