@@ -10,6 +10,8 @@ Every study's report is built from these few pieces, so that a rule is written o
   between, and is *unclear* when there is no standard error (fewer than two values);
 * `loglog_fit` — the least-squares line through (log10 x, log10 y): a power law's exponent and its
   standard error (how a cost or an error scales with size);
+* `pearson` — Pearson's r and its p-value of two series, NaN where either is constant or not
+  finite (a daily series an estimator could not follow);
 * `number`, `plus_minus`, `percent` — number formats for prose and Markdown;
 * `figure` — a matplotlib figure drawn in the house theme without touching global state;
 * `Claim` — one claim of a source beside our number (the source's number, ours, its standard
@@ -29,10 +31,11 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-__all__ = ["Z", "VERDICTS", "VERDICT_RULE", "CLAIM_VERDICTS", "standard_error", "mean_se", "Verdict",
+__all__ = ["Z", "VERDICTS", "VERDICT_RULE", "CLAIM_VERDICTS", "standard_error", "mean_se", "pearson", "Verdict",
            "verdict", "paired_verdict", "number", "plus_minus", "percent", "theme", "figure", "Claim",
            "claims_table", "claims_markdown", "markdown_cell"]
 
+from simrec import stats
 from simrec.stats import Z, direction_verdict
 
 VERDICTS = ("holds", "fails", "tie", "unclear")
@@ -64,6 +67,16 @@ def mean_se(frame, by, value: str):
         n = len(values)
         rows.append((*group, values.mean(), values.std(ddof=1) / math.sqrt(n) if n > 1 else math.nan, n))
     return pd.DataFrame(rows, columns=[*keys, "mean", "se", "n"])
+
+
+def pearson(x, y) -> tuple[float, float]:
+    """(r, two-sided p) of Pearson's correlation of two equally long series (`simrec.stats.pearson`);
+    (NaN, NaN) where either series is constant or holds a value that is not finite."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if np.ptp(x) == 0 or np.ptp(y) == 0 or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return math.nan, math.nan
+    r, p = stats.pearson(x, y)
+    return float(r), float(p)
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ def _data(seed=0, n=400):
 
 
 def test_every_estimator_is_registered_once_with_its_documentation():
-    assert list(ope.ESTIMATORS) == ["dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dcg_beta", "dr", "rips", "snrips",
-                                    "sips", "snsips", "sips_beta", "cascade_dr", "aips", "aips_chosen"]
+    assert list(ope.ESTIMATORS) == ["dcg", "ndcg", "ndcg_all", "pndcg", "sndcg", "dcg_beta", "dr", "mips", "rips",
+                                    "snrips", "sips", "snsips", "sips_beta", "cascade_dr", "aips", "aips_chosen"]
     for estimator in ope.ESTIMATORS.values():
         assert estimator.label and estimator.assumption and estimator.reference
     with pytest.raises(ValueError, match="registered already"):

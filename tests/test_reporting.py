@@ -101,3 +101,14 @@ def test_loglog_fit_standard_error_matches_ordinary_least_squares():
 def test_loglog_fit_rejects_bad_input(work, values, message):
     with pytest.raises(ValueError, match=message):
         reporting.loglog_fit(work, values)
+
+
+def test_pearson_is_scipys_r_and_nan_for_a_constant_or_non_finite_series():
+    import scipy.stats
+    x, y = np.array([1.0, 2.0, 4.0, 3.0, 7.0]), np.array([0.5, 1.0, 1.5, 3.0, 2.5])
+    r, p = reporting.pearson(x, y)
+    expected = scipy.stats.pearsonr(x, y)
+    assert r == pytest.approx(expected[0], rel=1e-12) and p == pytest.approx(expected[1], rel=1e-9)
+    for bad_x, bad_y in ((np.full(5, 2.0), y), (x, np.full(5, 1.0)), (np.where(x > 3, np.nan, x), y),
+                         (x, np.where(y > 2, np.inf, y))):
+        assert all(math.isnan(v) for v in reporting.pearson(bad_x, bad_y))

@@ -262,12 +262,14 @@ class PopularitySpec:
 class MFRMSESpec:
     """MF-RMSE on explicit ratings (`simrec.models.explicit.mf_rmse`): rank dim, λ = l2, `sweeps`
     ALS sweeps from N(0, init_scale²) (the maximum with early_stopping: None, or `EarlyStopping`
-    on validation ratings); offset r₀ = the mean training rating."""
+    on validation ratings); offset r₀ = the mean training rating; with biases, a user and an item
+    bias too (Koren et al.'s biased MF; parameters of rank dim + 2)."""
     dim: int = 50
     l2: float = 0.07
     sweeps: int = 10
     init_scale: float = 0.1
     early_stopping: EarlyStopping | None = None
+    biases: bool = False
 
     def __post_init__(self):
         _integer(self, "dim", 1)
@@ -275,6 +277,7 @@ class MFRMSESpec:
         _integer(self, "sweeps", 1)
         _real(self, "init_scale", 0)
         _early_stopping_field(self, ratings=True)
+        _instance(self, "biases", (bool,))
 
 
 @dataclass(frozen=True)
@@ -648,7 +651,7 @@ def _(spec: PopularitySpec, key, train, validation, pairs):
 def _(spec: MFRMSESpec, key, train, validation, pairs):
     _no_budget(spec, pairs, validation)
     _require_key(key, spec)
-    settings = dict(dim=spec.dim, l2=spec.l2, init_scale=spec.init_scale)
+    settings = dict(dim=spec.dim, l2=spec.l2, init_scale=spec.init_scale, biases=spec.biases)
     if spec.early_stopping is None:
         return Model(spec, explicit.mf_rmse(key, train, iterations=spec.sweeps, **settings))
     return _explicit_model(spec, train, validation,
@@ -838,8 +841,14 @@ def _(spec: MFRMSESpec, params, users, history):
     if history is None:
         return mf.scores(params, users)
     # r₀ as the model stores it (f32); training solved with the float64 mean rating
-    return _rating_fold_in_scores(params, history, l2=spec.l2, offset=float(params.item_bias[0]),
-                                  imputed=0.0, missing_weight=0.0)
+    offset = float(params.item_bias[0])
+    if not spec.biases:
+        return _rating_fold_in_scores(params, history, l2=spec.l2, offset=offset, imputed=0.0,
+                                      missing_weight=0.0)
+    item, item_bias = explicit.biased_parts(params)
+    users = np.asarray(explicit.fold_in_ratings(item, history, l2=spec.l2, offset=offset,
+                                                item_bias=item_bias), np.float64)
+    return np.asarray(users @ item.T + item_bias + offset, np.float32)
 
 
 @_score.register

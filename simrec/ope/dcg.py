@@ -20,6 +20,8 @@ paper's Table 1); pnDCG = mean DCG_τ / mean iDCG_τ (post-normalisation, consis
 
 `trajectory_dr` adds a reward model q̂ to make the estimator doubly robust (Dudík, Langford &
 Li, ICML 2011): a direct-method term plus the clipped-IPS DCG of the residuals c - q̂.
+`trajectory_mips` weights by the exposures of the items' groups (`group_exposure`) instead of
+the items' own (marginalised IPS, Saito & Joachims, ICML 2022).
 
 `logged_exposures` reads a policy's exposures of the logged items off its exposure table (the
 ε₀ and ε arguments of every estimator); `off_policy_estimate` and `doubly_robust_estimate` do
@@ -48,7 +50,7 @@ __all__ = [
     "Estimate", "trajectory_dcg", "dcg_sweep", "ideal_dcg", "trajectory_ndcg", "post_normalised_dcg",
     "self_normalised_dcg", "mean_estimate", "support_loss", "off_policy_estimate",
     "direct_method", "click_rate_model", "trajectory_dr", "dr_sweep", "doubly_robust_estimate", "logged_exposures",
-    "clip_values",
+    "clip_values", "group_exposure", "trajectory_mips",
 ]
 
 IDEALS = ("same discount", "all viewed")
@@ -486,6 +488,54 @@ def trajectory_dr(rewards, logging_exposure, target_exposure, viewed, predicted,
     residual, direct = _residuals(rewards, viewed, predicted, direct)
     correction = trajectory_dcg(residual, logging_exposure, target_exposure, viewed, m)
     return direct + correction
+
+
+def group_exposure(table, item_groups) -> jax.Array:
+    """Each item's group exposure: the mean exposure of the items of its group,
+
+        ε̄(x, a) = (1 / |g(a)|) sum_{b : g(b) = g(a)} ε(x, b),
+
+    the exposure arguments of `trajectory_mips` (read the logged ones off it with
+    `logged_exposures`, as for items). table: f32[B, A] an exposure table (values in [0, 1]);
+    item_groups: int[A], each item's group g(a) in [0, G) (an embedding of the items, discretised:
+    a category, a cluster). Returns f32[B, A]; with every item in its own group, the table itself.
+    """
+    table = jnp.asarray(table, jnp.float32)
+    validate.exposures("table", table)
+    groups = np.asarray(item_groups)
+    if groups.shape != (table.shape[1],) or not np.issubdtype(groups.dtype, np.integer):
+        raise ValueError(f"item_groups must be an integer vector with one group per item of the table, "
+                         f"int[{table.shape[1]}], got {groups.dtype} {list(groups.shape)}")
+    if groups.size and groups.min() < 0:
+        raise ValueError(f"item_groups must be >= 0 (group ids 0..G-1), got {groups.min()}")
+    count = int(groups.max()) + 1 if groups.size else 0
+    sums = jax.ops.segment_sum(table.T, jnp.asarray(groups), num_segments=count)        # [G, B]
+    sizes = jnp.bincount(jnp.asarray(groups), length=count)
+    return (sums / jnp.maximum(sizes, 1)[:, None])[groups].T
+
+
+def trajectory_mips(rewards, logging_group_exposure, target_group_exposure, viewed, m=np.inf) -> jax.Array:
+    """Per-trajectory marginalised IPS over item groups (MIPS: Saito & Joachims, ICML'22, with the
+    item's group as its embedding; for rankings under position-based examination, the independent
+    member of the GMIPS family of Takahashi, Maru & Shoji, arXiv 2506.00446, 2025):
+
+        MIPS_τ = sum_{viewed a in τ} c_a · min(m, 1 / ε̄₀(x_τ, a)) · ε̄(x_τ, a)
+
+    with ε̄ the group exposures (`group_exposure`): DCG's weight (`trajectory_dcg`) with the ratio
+    of the items' exposures replaced by that of their groups'. Under DCG's assumptions its mean
+    at m = ∞ is sum_a ε₀(x, a) q(x, a) ε(x, g(a)) / ε₀(x, g(a)) (ε(x, g) the group's total), which
+    is the target's online reward when there is no direct effect — within a context an item's
+    click probability depends on it only through its group — or when logger and target split each
+    group's exposure in the same proportions; otherwise the bias is
+    sum_g ε(x, g) (q̄₀(x, g) − q̄(x, g)), q̄ the exposure-weighted mean click probability of the
+    group under the logger and under the target. The support is needed per group only, and the
+    weights are ratios of group totals, so the variance falls as groups grow and the bias rises.
+
+    rewards, viewed: as in `trajectory_dcg` [N, K]; logging_group_exposure, target_group_exposure:
+    f32[N, K] the logged items' group exposures under logger and target. m: scalar or f32[M].
+    Returns f32[N], or f32[M, N] for a vector m. Singleton groups give `trajectory_dcg`.
+    """
+    return trajectory_dcg(rewards, logging_group_exposure, target_group_exposure, viewed, m)
 
 
 def dr_sweep(rewards, logging_exposure, target_exposure, viewed, predicted, direct, m) -> Estimate:

@@ -6,11 +6,12 @@ An estimator is one function with its formula and reference in its docstring (`s
 what it needs beyond the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and
 `Target.direct` for a reward model, `LoggedData.logging_prefix` and `Target.prefix` for the slate
 estimators, `Target.cascade_baseline` too for Cascade-DR, `LoggedData.cascade_sessions` too for
-AIPS), the assumption under which it is
+AIPS, `LoggedData.logging_group_exposure` and `Target.group_exposure` for MIPS), the assumption under which it is
 unbiased, and a ``contributions`` function that turns (data, target, m) into per-trajectory
 contributions:
 
-* a *mean* estimator (DCG, nDCG, DR, RIPS, SIPS, Cascade-DR, AIPS) gives its per-trajectory values f_τ(m), f64[M, N]:
+* a *mean* estimator (DCG, nDCG, DR, MIPS, RIPS, SIPS, Cascade-DR, AIPS) gives its per-trajectory values
+  f_τ(m), f64[M, N]:
   estimate = mean_τ f_τ (NaN values, e.g. nDCG of a session without an ideal, are skipped);
 * a *ratio* estimator (pnDCG, SN-DCG, SN-SIPS) gives a numerator a_τ, a denominator b_τ and a scale s:
   estimate = s · mean a / mean b, with the delta-method standard error of the influence values
@@ -38,8 +39,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from simrec import feed, stats
-from simrec.ope.dcg import (IDEALS, clip_values, direct_method, ideal_dcg, logged_exposures, trajectory_dcg,
-                            trajectory_dr, trajectory_ndcg)
+from simrec.ope.dcg import (IDEALS, clip_values, direct_method, group_exposure, ideal_dcg, logged_exposures,
+                            trajectory_dcg, trajectory_dr, trajectory_mips, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
 from simrec.ope.slate import (_checked_cascade_sessions, choose_cascade_sessions, rank_normalisers, rank_rips,
                               ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips)
@@ -60,7 +61,9 @@ class LoggedData:
     (`simrec.feed.prefix_log_probability`; the slate estimators), or None;
     cascade_sessions: bool[N] whether each session's context follows the cascade behaviour (its
     reward at rank k depends on the items above) rather than the position-based one (AIPS), or None;
-    contexts: int[N] each session's context (AIPS's behaviour chosen from the log), or None.
+    contexts: int[N] each session's context (AIPS's behaviour chosen from the log), or None;
+    logging_group_exposure: f32[N, K] ε̄₀ of the logged items' groups (`simrec.ope.group_exposure`;
+    MIPS), or None.
     """
     rewards: Any
     viewed: Any
@@ -70,6 +73,7 @@ class LoggedData:
     logging_prefix: Any = None
     cascade_sessions: Any = None
     contexts: Any = None
+    logging_group_exposure: Any = None
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,13 @@ class Target:
     reward model's value of the target per trajectory (`simrec.ope.direct_method`), or None;
     prefix f32[N, K]: log π(s_1:k | x) of the logged ranking's prefixes under the target, or None;
     cascade_baseline f32[N, K]: the reward model's mean over the target's item at rank k after the
-    logged prefix, Σ_a π(a | x, s_1:k-1) q̂(x, a) (`simrec.feed.next_item_mean`; Cascade-DR), or None."""
+    logged prefix, Σ_a π(a | x, s_1:k-1) q̂(x, a) (`simrec.feed.next_item_mean`; Cascade-DR), or None;
+    group_exposure f32[N, K]: ε̄ of the logged items' groups under the target (MIPS), or None."""
     exposure: Any
     direct: Any = None
     prefix: Any = None
     cascade_baseline: Any = None
+    group_exposure: Any = None
 
 
 class Contribution(NamedTuple):
@@ -107,8 +113,8 @@ class Estimator:
     """A registered estimator (module docstring).
 
     needs: the optional inputs it reads, among those of the log (`LoggedData`: "discount",
-    "predicted", "logging_prefix", "cascade_sessions", "contexts") and of a target (`Target`:
-    "direct", "prefix", "cascade_baseline").
+    "predicted", "logging_prefix", "cascade_sessions", "contexts", "logging_group_exposure") and of
+    a target (`Target`: "direct", "prefix", "cascade_baseline", "group_exposure").
     online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its
     difference between two policies estimates their online difference; False for a normalised metric
     (nDCG, pnDCG), whose difference is on another scale.
@@ -131,8 +137,8 @@ class Estimator:
 
 
 #: optional inputs of LoggedData
-_DATA_INPUTS = ("discount", "predicted", "logging_prefix", "cascade_sessions", "contexts")
-_TARGET_INPUTS = ("direct", "prefix", "cascade_baseline")       # optional inputs of Target
+_DATA_INPUTS = ("discount", "predicted", "logging_prefix", "cascade_sessions", "contexts", "logging_group_exposure")
+_TARGET_INPUTS = ("direct", "prefix", "cascade_baseline", "group_exposure")       # optional inputs of Target
 
 
 #: every registered estimator by name, in registration order
@@ -176,7 +182,7 @@ class OnLog:
 
 def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
              reward_models: Mapping[str, Any] | None = None, slates: bool = False,
-             cascade_contexts=None) -> OnLog:
+             cascade_contexts=None, item_groups=None) -> OnLog:
     """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
     exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
     its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
@@ -189,7 +195,9 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
     (`simrec.feed.next_item_mean`), so that Cascade-DR applies. With ``slates`` and
     ``cascade_contexts`` (bool[X] over the scenario's contexts: True where the reward at a rank
     depends on the items above, e.g. `simrec.feed.Scenario.satiated_contexts`), each session's
-    behaviour, so that AIPS applies."""
+    behaviour, so that AIPS applies. With ``item_groups`` (int[A]: each item's group, e.g. a
+    category or an embedding's cluster), every policy's group exposures of the logged items
+    (`group_exposure`), so that MIPS applies."""
     names = list(policies)
     if not names:
         raise ValueError("policies must hold the logger first, then the targets")
@@ -210,6 +218,8 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
         cascade_sessions = cascade_contexts[np.asarray(log.users)]
     tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
     exposures = {name: logged_exposures(log, table, contexts) for name, table in tables.items()}
+    grouped = ({name: logged_exposures(log, group_exposure(table, item_groups), contexts)
+                for name, table in tables.items()} if item_groups is not None else dict.fromkeys(names))
     discount = feed.view_probability(view, policies[names[0]].feed_length)
     prefixes = ({name: feed.prefix_log_probability(policy, np.asarray(log.users), np.asarray(log.items))
                  for name, policy in policies.items()} if slates else dict.fromkeys(names))
@@ -227,8 +237,8 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
                 baselines = {name: feed.next_item_mean(policy, np.asarray(log.users), np.asarray(log.items),
                                                        per_context) for name, policy in policies.items()}
         data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted,
-                                  prefixes[names[0]], cascade_sessions, np.asarray(log.users))
-        targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name], baselines[name])
+                                  prefixes[names[0]], cascade_sessions, np.asarray(log.users), grouped[names[0]])
+        targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name], baselines[name], grouped[name])
                            for name in names}
     return OnLog(data, targets, tables, np.asarray(rows))
 
@@ -295,6 +305,11 @@ def _dcg_beta(data, target, m, options, cache) -> Contribution:
 def _dr(data, target, m, options, cache) -> Contribution:
     return Contribution(_f64(trajectory_dr(data.rewards, data.logging_exposure, target.exposure, data.viewed,
                                            data.predicted, target.direct, m)))
+
+
+def _mips(data, target, m, options, cache) -> Contribution:
+    return Contribution(_f64(trajectory_mips(data.rewards, data.logging_group_exposure, target.group_exposure,
+                                             data.viewed, m)))
 
 
 def _rips(data, target, m, options, cache) -> Contribution:
@@ -387,6 +402,12 @@ register(Estimator("dcg_beta", "β-DCG (optimal baseline)", _dcg_beta, frozenset
 register(Estimator("dr", "DR-DCG (doubly robust)", _dr, frozenset({"predicted", "direct"}),
                    assumption="as DCG for any reward model at m = ∞; a good reward model lowers the variance",
                    reference="Dudík, Langford & Li, ICML'11; Kiyohara et al., WSDM'22"))
+register(Estimator("mips", "MIPS (item groups)", _mips, frozenset({"logging_group_exposure", "group_exposure"}),
+                   assumption="DCG's, and no direct effect: within a context an item's click probability depends "
+                              "on it only through its group (or logger and target split each group's exposure "
+                              "alike); support needed per group only; unbiased at m = ∞",
+                   reference="Saito & Joachims ICML'22 (MIPS), the group as the item's embedding; for rankings "
+                             "Takahashi, Maru & Shoji 2025 (GMIPS, independent behaviour)"))
 _SLATE = frozenset({"logging_prefix", "prefix"})
 register(Estimator("rips", "RIPS (cascade IPS)", _rips, _SLATE,
                    assumption="the view of and reward at rank k depend on the items at ranks 1..k only (position "
@@ -546,10 +567,12 @@ def subset(data: LoggedData, targets: Mapping[str, Target], rows) -> tuple[Logge
     def cut(a):
         return None if a is None else np.asarray(a)[rows]
     sliced = LoggedData(cut(data.rewards), cut(data.viewed), cut(data.logging_exposure), data.discount,
-                        cut(data.predicted), cut(data.logging_prefix), cut(data.cascade_sessions), cut(data.contexts))
+                        cut(data.predicted), cut(data.logging_prefix), cut(data.cascade_sessions), cut(data.contexts),
+                        cut(data.logging_group_exposure))
     if np.shape(sliced.viewed)[0] == 0:
         raise ValueError("rows selects no trajectory")
-    return sliced, {name: Target(cut(t.exposure), cut(t.direct), cut(t.prefix), cut(t.cascade_baseline))
+    return sliced, {name: Target(cut(t.exposure), cut(t.direct), cut(t.prefix), cut(t.cascade_baseline),
+                                 cut(t.group_exposure))
                     for name, t in targets.items()}
 
 

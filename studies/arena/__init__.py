@@ -24,8 +24,12 @@ The target is deterministic, so its online value is exact under every behaviour
 (`simrec.feed.online_value`); so is that of its *rival*, a second deterministic target sorting by a
 noisier score (sd `rival_noise`), and the pair's difference. Each estimator registered in
 `simrec.ope` that estimates the online value (`Estimator.online_scale`) and whose inputs a feed log
-provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS,
-Cascade-DR and AIPS twice, each at every m in `m` (m = ∞: unclipped). AIPS (true behaviour) is
+provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, MIPS, RIPS, SN-RIPS, SIPS, SN-SIPS,
+β-SIPS, Cascade-DR and AIPS twice, each at every m in `m` (m = ∞: unclipped). MIPS weights each
+logged item by the exposures of its group instead of its own; the groups are A // `group_size`
+k-means clusters of the items' own terms of the logit (v_a/√d, b_a), the best embedding item
+features alone could give: within a group the users' tastes ⟨u_x, v_a⟩ still differ, so MIPS's
+no-direct-effect assumption holds only approximately (tighter with smaller groups). AIPS (true behaviour) is
 given every user's behaviour (position-based or cascade: where the reward depends on the items
 above, i.e. under click-stops, satiation and for the satiating users of ``mixed``), so it is DCG
 under ``position_based`` and RIPS under ``click_stops`` and ``satiation``, and differs from both
@@ -90,6 +94,7 @@ class ArenaConfig:
     confidence: float = 0.99                          # level of the sign test on the pair's difference
     dim: int = 4                                      # latent dimension d of the world
     offset: float = -2.0                              # logit offset (sets the click rates)
+    group_size: int = 5                               # MIPS: A // group_size item groups (k-means)
     pilot_sessions: int = 10_000                      # DR reward model: the pilot log's sessions
     prior_views: float = 10.0                         # DR reward model: pseudo-views at the overall rate
 
@@ -129,11 +134,12 @@ class ArenaConfig:
         checked(validate.integer, "dim", self.dim, low=1)
         checked(validate.finite, "offset", self.offset)
         checked(validate.integer, "pilot_sessions", self.pilot_sessions, low=1)
+        checked(validate.integer, "group_size (items per MIPS group)", self.group_size, low=1)
         checked(validate.probability, "confidence", self.confidence, low_open=True, high_open=True)
 
 
 PRESETS = {
-    "smoke": ArenaConfig(behaviours=("position_based", "mixed"), catalogues=(6, 20), temperatures=(1.0,),
+    "smoke": ArenaConfig(behaviours=("position_based", "mixed"), catalogues=(6, 20), temperatures=(1.0,), group_size=3,
                          epsilons=(0.3,),
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
@@ -157,14 +163,16 @@ COLUMNS = {
 }
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
-from simrec_studies.arena.compute import Estimates, cells, compute, estimate, estimators, setup, world  # noqa: E402,F401
+from simrec_studies.arena.compute import (  # noqa: E402,F401
+    Estimates, cells, compute, estimate, estimators, item_groups, setup, world)
 from simrec_studies.arena.report import (  # noqa: E402
     differences, errors, report, selection, slope_choice, slope_order, winners)  # noqa: F401
 
 STUDY = Study(
     name="arena",
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
-                "SN-DCG, β-DCG, DR, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS with the behaviour known "
+                "SN-DCG, β-DCG, DR, MIPS over item groups, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS "
+                "with the behaviour known "
                 "and chosen from the log) scored against the exact truth "
                 "by relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "

@@ -16,7 +16,7 @@ from simrec.runner import cell_key, shared_key
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
-__all__ = ["cells", "Shared", "setup", "world", "estimators", "Estimates", "estimate", "compute"]
+__all__ = ["cells", "Shared", "setup", "world", "item_groups", "estimators", "Estimates", "estimate", "compute"]
 
 SIGNAL = "click"
 
@@ -39,11 +39,13 @@ def logging_ranker(kind: str, level: float, scores: np.ndarray):
 
 @dataclass(frozen=True, eq=False)
 class World:
-    """Click probabilities q f32[X, A] and the logger's, the target's and its rival's scores f32[X, A]."""
+    """Click probabilities q f32[X, A], the logger's, the target's and its rival's scores f32[X, A],
+    and each item's group int[A] (MIPS's embedding)."""
     quality: np.ndarray
     logger_scores: np.ndarray
     target_scores: np.ndarray
     rival_scores: np.ndarray
+    item_groups: np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,20 +54,39 @@ class Shared:
     worlds: dict[int, World]
 
 
+def item_groups(key, features: np.ndarray, groups: int, iterations: int = 50) -> np.ndarray:
+    """Lloyd's k-means of the items' features f[A, d] into ``groups`` clusters, started at
+    ``groups`` distinct items drawn with ``key`` (a cluster that empties keeps its centre).
+    Returns int[A], each item's cluster."""
+    features = np.asarray(features, np.float64)
+    centres = features[np.asarray(jax.random.choice(key, features.shape[0], (groups,), replace=False))]
+    for _ in range(iterations):
+        labels = np.argmin(((features[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
+        sums, sizes = np.zeros_like(centres), np.bincount(labels, minlength=groups)
+        np.add.at(sums, labels, features)
+        centres = np.where(sizes[:, None] > 0, sums / np.maximum(sizes, 1)[:, None], centres)
+    return labels
+
+
 def world(key, config: ArenaConfig, n_items: int) -> World:
     """q(x, a) = sigmoid(⟨u_x, v_a⟩/√d + b_a + offset) with u, v, b standard normal; the scores are
     the true logit plus normal noise of sd `logger_noise` / `target_noise` / `rival_noise` (the
-    rival's noise from fold_in(key, 5))."""
+    rival's noise from fold_in(key, 5)); the items' groups are the k-means clusters
+    (`item_groups`, from fold_in(key, 6)) of their terms of the logit (v_a/√d, b_a), A //
+    `group_size` of them (at least 1)."""
     k_user, k_item, k_bias, k_logger, k_target = jax.random.split(key, 5)
     shape = (config.contexts, n_items)
     users = jax.random.normal(k_user, (config.contexts, config.dim))
     items = jax.random.normal(k_item, (n_items, config.dim))
-    logit = (users @ items.T / np.sqrt(config.dim) + jax.random.normal(k_bias, (n_items,)) + config.offset)
+    bias = jax.random.normal(k_bias, (n_items,))
+    logit = (users @ items.T / np.sqrt(config.dim) + bias + config.offset)
+    features = np.column_stack([np.asarray(items) / np.sqrt(config.dim), np.asarray(bias)])
     return World(np.asarray(jax.nn.sigmoid(logit), np.float32),
                  np.asarray(logit + config.logger_noise * jax.random.normal(k_logger, shape), np.float32),
                  np.asarray(logit + config.target_noise * jax.random.normal(k_target, shape), np.float32),
                  np.asarray(logit + config.rival_noise * jax.random.normal(jax.random.fold_in(key, 5), shape),
-                            np.float32))
+                            np.float32),
+                 item_groups(jax.random.fold_in(key, 6), features, max(1, n_items // config.group_size)))
 
 
 def setup(key, config: ArenaConfig) -> Shared:
@@ -152,7 +173,7 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     reward_model = ope.click_rate_model(pilot, n_items, prior_views=config.prior_views)
     on = ope.from_log(log, {"R0": logger, "T": target, "T2": rival}, feed.position_model(scene.view),
                       reward_models={SIGNAL: reward_model}, slates=True,
-                      cascade_contexts=cascade_contexts(config, cell["behaviour"]))
+                      cascade_contexts=cascade_contexts(config, cell["behaviour"]), item_groups=w.item_groups)
     data, targets = on.data[SIGNAL], {name: on.targets[SIGNAL][name] for name in ("T", "T2")}
     m = np.asarray(config.m, np.float64)
     names = estimators(data, targets)

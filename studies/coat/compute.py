@@ -142,7 +142,7 @@ def spec(config: CoatConfig, name: str, point: dict, budget: int | None = None):
                                sweeps=sweeps, early_stopping=stop)
     if name == "MF-RMSE":
         return models.MFRMSESpec(dim=config.dim, l2=point["l2"], sweeps=sweeps,
-                                 early_stopping=stop)
+                                 early_stopping=stop, biases=config.mf_rmse_biases)
     if name == "AllRank":
         return models.AllRankSpec(dim=config.dim, l2=point["l2"], imputed=config.imputed,
                                   missing_weight=point["wm"], sweeps=sweeps, early_stopping=stop)

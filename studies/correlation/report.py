@@ -66,12 +66,7 @@ def _pearson_rows(frame: pd.DataFrame, online: str) -> list[tuple]:
         part = part.sort_values("day")
         y = part[online].to_numpy()
         for key in ESTIMATORS:
-            x = part[key].to_numpy()
-            if np.ptp(x) == 0 or np.ptp(y) == 0 or not np.all(np.isfinite(x)):
-                r, p = math.nan, math.nan
-            else:
-                r, p = stats.pearson(x, y)
-            out.append((level, signal, policy, key, float(r), float(p)))
+            out.append((level, signal, policy, key, *reporting.pearson(part[key].to_numpy(), y)))
     return out
 
 

@@ -31,7 +31,11 @@ Here every conclusion is re-tested on a grid of regimes of the `simrec_studies.c
   never shows, which no estimator on R₀'s log can see);
 * engagement-only drift (map ``engagement``): the global drift's size ``global_drift`` and its
   session-length share with both walks off (`MAP_DIALS`), so that at share 0 the days differ in
-  engagement alone and at share 1 in session length alone.
+  engagement alone and at share 1 in session length alone;
+* the watch signal's own shape under that engagement-only drift (map ``signal``, global drift sd
+  1.28, share 0): its slope in the quality logit (``watch_slope``) and its logit shift
+  (``watch_shift``), each at watch's own value (0.5, −1.5) and at like's (1, −7), so that which
+  property of a signal turns nDCG's daily correlation negative is read off one signal.
 
 A *map* (`MAPS`) varies two dials on a grid, the others stay at `RegimesConfig.dials` (or at the
 map's `MAP_DIALS`). A cell is one distinct regime x one replication: `days` consecutive days
@@ -118,6 +122,8 @@ class Dials:
     view_walk: float = 0.1           # sd of the daily step of the session-length-factor random walk
     #: λ in [0, 1]: the target's generator G′ = top N of (1 − λ) z(retrieval) + λ z(rt scores)
     generator_shift: float = 0.0
+    watch_slope: float | None = None     # the watch signal's slope in the quality logit (None: the scenario's)
+    watch_shift: float | None = None     # the watch signal's logit shift (None: the scenario's)
 
     def __post_init__(self):
         for name in ("epsilon", "session_share", "generator_shift"):
@@ -125,6 +131,9 @@ class Dials:
         for name in ("temperature", "global_drift", "item_walk", "view_walk"):
             checked(validate.finite, f"dials.{name}", getattr(self, name), low=0.0)
         checked(validate.integer, "dials.log_sessions", self.log_sessions, low=2)
+        for name in ("watch_slope", "watch_shift"):
+            if getattr(self, name) is not None:
+                checked(validate.finite, f"dials.{name}", getattr(self, name))
 
 
 def _platform() -> S.ScenarioConfig:
@@ -153,6 +162,8 @@ class RegimesConfig:
     view_walks: tuple[float, ...] = (0.0, 0.1, 0.3)        # grid of the view_walk dial
     generator_shifts: tuple[float, ...] = (0.0, 0.5, 1.0)  # grid of the generator_shift dial
     global_drifts: tuple[float, ...] = (0.16, 0.32, 0.64, 1.28)  # grid of the global_drift dial (engagement map)
+    watch_slopes: tuple[float, ...] = (0.5, 1.0)           # grid of the watch_slope dial (watch's, like's)
+    watch_shifts: tuple[float, ...] = (-7.0, -1.5)         # grid of the watch_shift dial (like's, watch's)
     #: replications per grid point (disjoint day ranges): each verdict's SE is over them (>= 2 for
     #: an SE; 5 give a 2-SE rule with 4 degrees of freedom)
     replications: int = 5

@@ -34,6 +34,8 @@ DIALS = {
     "view_walk": ("view_walks", "view random-walk sd / day"),
     "generator_shift": ("generator_shifts", "generator shift λ (G′ vs G)"),
     "global_drift": ("global_drifts", "global drift sd"),
+    "watch_slope": ("watch_slopes", "watch's slope in the quality logit"),
+    "watch_shift": ("watch_shifts", "watch's logit shift"),
 }
 #: map -> (x dial, y dial); a map with the temperature dial uses the Plackett–Luce logger
 MAPS = {
@@ -43,10 +45,14 @@ MAPS = {
     "examination": ("view_walk", "session_share"),
     "generator": ("generator_shift", "epsilon"),
     "engagement": ("global_drift", "session_share"),
+    "signal": ("watch_slope", "watch_shift"),
 }
 #: dials a map holds at other values than `RegimesConfig.dials`: the engagement map has no item or
-#: view walk, so that at session_share 0 the only drift is the global engagement factor
-MAP_DIALS = {"engagement": {"item_walk": 0.0, "view_walk": 0.0}}
+#: view walk, so that at session_share 0 the only drift is the global engagement factor; the signal
+#: map sits at that engagement-only drift, at the engagement map's strongest default drift (1.28),
+#: and moves the watch signal's slope and shift between watch's own (0.5, −1.5) and like's (1, −7)
+MAP_DIALS = {"engagement": {"item_walk": 0.0, "view_walk": 0.0},
+             "signal": {"item_walk": 0.0, "view_walk": 0.0, "global_drift": 1.28, "session_share": 0.0}}
 PAPER = "paper"                      # the map name of the paper-like cell (default dials, 10^6 sessions)
 CORRELATED = ("dcg_log_c", "dcg_log_q", "dcg_pbm_c", "dcg_pbm_q", "ndcg_skip", "ndcg_zero")
 TARGET = "rt"                        # the target whose daily estimates are correlated (Table 2's R_t)
@@ -99,13 +105,17 @@ def cell_points(cell: dict) -> list[dict]:
 def cell_dials(config: RegimesConfig, point: dict) -> Dials:
     """The dials of a grid point {"map", "x", "y"}: config.dials with the map's `MAP_DIALS` and its
     two dials set (the temperature dial switches to the Plackett–Luce logger); the paper cell
-    changes log_sessions only."""
+    changes log_sessions only. A watch dial at the scenario's own value is None (the same regime
+    as where no map sets it, so that it is computed once)."""
     if point["map"] == PAPER:
         return dataclasses.replace(config.dials, log_sessions=int(point["x"]))
     x, y = MAPS[point["map"]]
     values = {**MAP_DIALS.get(point["map"], {}), x: point["x"], y: point["y"]}
     if "log_sessions" in values:
         values["log_sessions"] = int(values["log_sessions"])
+    for name in ("watch_slope", "watch_shift"):
+        if values.get(name) == getattr(config.scenario.signals, name):
+            values[name] = None
     return dataclasses.replace(config.dials, **values)
 
 
@@ -132,12 +142,16 @@ def setup(key, config: RegimesConfig) -> Shared:
 
 def regime_config(scenario: S.ScenarioConfig, dials: Dials) -> S.ScenarioConfig:
     """The scenario of a regime: level1's epsilon, the drift (session = global_drift · sqrt(share),
-    engagement = global_drift · sqrt(1 − share), the two walks) and the log size from the dials."""
+    engagement = global_drift · sqrt(1 − share), the two walks), the log size and the watch
+    signal's slope and shift (where the dials set them) from the dials."""
     drift = dataclasses.replace(scenario.drift, session=dials.global_drift * math.sqrt(dials.session_share),
                                 engagement=dials.global_drift * math.sqrt(1.0 - dials.session_share),
                                 item_walk=dials.item_walk, view_walk=dials.view_walk)
+    watch = {name: value for name, value in (("watch_slope", dials.watch_slope), ("watch_shift", dials.watch_shift))
+             if value is not None}
     return dataclasses.replace(scenario, drift=drift, log_sessions=dials.log_sessions,
-                               level1=dataclasses.replace(scenario.level1, epsilon=dials.epsilon))
+                               level1=dataclasses.replace(scenario.level1, epsilon=dials.epsilon),
+                               signals=dataclasses.replace(scenario.signals, **watch))
 
 
 def _standardised(table: np.ndarray) -> np.ndarray:

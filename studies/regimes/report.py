@@ -58,12 +58,6 @@ def daily_frame(records: pd.DataFrame) -> pd.DataFrame:
     return _series_first(wide, "target").reset_index(drop=True).rename(columns={"target": "series"})
 
 
-def _r_or_nan(x: np.ndarray, y: np.ndarray) -> float:
-    """Pearson r of two daily series (`stats.pearson`); NaN where either is constant or not finite."""
-    ok = np.ptp(x) > 0 and np.ptp(y) > 0 and np.all(np.isfinite(x)) and np.all(np.isfinite(y))
-    return float(stats.pearson(x, y)[0]) if ok else math.nan
-
-
 def correlations(daily: pd.DataFrame) -> pd.DataFrame:
     """Pearson r (`stats.pearson`) of each estimator's daily series with the exact online reward of
     the same policy, per (map, x, y, replication, signal, series); NaN where a series is constant."""
@@ -74,7 +68,7 @@ def correlations(daily: pd.DataFrame) -> pd.DataFrame:
         online = group.online.to_numpy()
         for estimator in CORRELATED:
             rows.append({**dict(zip(keys, key)), "estimator": estimator,
-                         "r": _r_or_nan(group[estimator].to_numpy(), online)})
+                         "r": reporting.pearson(group[estimator].to_numpy(), online)[0]})
     return pd.DataFrame(rows)
 
 
@@ -240,10 +234,11 @@ ONE_CLICK_LABELS = {"one_click_share": "share of one-label sessions", "one_click
 
 
 def one_click(records: pd.DataFrame) -> pd.DataFrame:
-    """Per (x, y, signal) of the engagement map: the mean ± SE over replications of the Pearson r,
-    over a replication's days, between the day's engagement factor and each `ONE_CLICK` quantity
-    and rt's nDCG (skip), where nDCG's sign under engagement drift is decided (README)."""
-    part = records[records["map"] == "engagement"]
+    """Per (map, x, y, signal) of the engagement and signal maps: the mean ± SE over replications of
+    the Pearson r, over a replication's days, between the day's engagement factor and each
+    `ONE_CLICK` quantity and rt's nDCG (skip), where nDCG's sign under engagement drift is decided
+    (README)."""
+    part = records[records["map"].isin(("engagement", "signal"))]
     keys = [*CELL, "replication", "day"]
     engagement = part[(part.signal == "") & (part.quantity == "engagement")].set_index(keys).value.rename("engagement")
     wanted = part[(part.target == TARGET) & part.m.isna() & part.quantity.isin(ONE_CLICK_LABELS)]
@@ -255,7 +250,7 @@ def one_click(records: pd.DataFrame) -> pd.DataFrame:
     for key, group in wide.groupby([*CELL, "replication", "signal"], sort=False):
         row = dict(zip([*CELL, "replication", "signal"], key))
         for quantity, label in ONE_CLICK_LABELS.items():
-            row[label] = _r_or_nan(group.engagement.to_numpy(), group[quantity].to_numpy())
+            row[label] = reporting.pearson(group.engagement.to_numpy(), group[quantity].to_numpy())[0]
         rows.append(row)
     per_replication = pd.DataFrame(rows)
     out = per_replication.groupby([*CELL, "signal"], sort=False).size().rename("replications").reset_index()
@@ -269,8 +264,9 @@ def one_click(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _one_click_text(table: pd.DataFrame) -> str:
-    """What the one-label sessions show at the engagement map's largest drift with share 0."""
-    part = table[table.y == 0.0]
+    """What the one-label sessions show at the engagement map's largest drift with share 0, then
+    which property of the watch signal sets the direction (`_signal_text`)."""
+    part = table[(table["map"] == "engagement") & (table.y == 0.0)]
     if part.empty:
         return ""
     part = part[part.x == part.x.max()]
@@ -294,8 +290,81 @@ def _one_click_text(table: pd.DataFrame) -> str:
             + " A one-label session's nDCG is rt's exposure of its labelled item"
             + (f"; it rises for {', '.join(rising)} (rt agrees with R₀ on those items)" if rising else "")
             + (f"; it falls for {', '.join(falling)} (R₀ ranks those items higher than rt does)" if falling else "")
-            + ", beyond 2 SE. Which property of a signal (its slope in the quality logit, its base rate) sets that "
-            "direction is not isolated here.")
+            + ", beyond 2 SE." + _signal_text(table))
+
+
+def _sign(row: pd.Series, label: str) -> int:
+    """+1 / −1 where the mean r with engagement lies beyond 2 SE above / below 0, else 0."""
+    mean, se = row[f"r(engagement, {label})"], row[f"se[{label}]"]
+    return int(np.sign(mean)) if abs(mean) > 2 * se else 0
+
+
+def _signal_text(table: pd.DataFrame) -> str:
+    """Which property of the watch signal (slope in the quality logit, logit shift) sets the sign of
+    nDCG's r with engagement, read off the signal map's four corners: watch's own (0.5, −1.5),
+    like's (1, −7) and the two mixes."""
+    part = table[(table["map"] == "signal") & (table.signal == "watch")]
+    if part.empty:
+        return (" Which property of a signal (its slope in the quality logit, its base rate) sets that direction "
+                "is not isolated here (the signal map is off).")
+    label = "nDCG (skip)"
+    corners = {(float(row.x), float(row.y)): row for _, row in part.iterrows()}
+    slopes, shifts = sorted({x for x, _ in corners}), sorted({y for _, y in corners})
+    r = lambda row, name: f"{row[f'r(engagement, {name})']:+.2f} ± {row[f'se[{name}]']:.2f}"  # noqa: E731
+    points = "; ".join(f"slope {_fmt(x)}, shift {_fmt(y)}: nDCG (skip) {r(row, label)}, one-label nDCG "
+                       f"{r(row, 'their nDCG = ε_t(a)')}, their ε₀(a) {r(row, 'their ε₀(a)')}"
+                       for (x, y), row in sorted(corners.items()))
+    text = (f" The watch signal's own shape decides it (signal map, engagement-only drift sd 1.28; r with "
+            f"engagement, mean ± SE over replications): {points}.")
+    if len(slopes) != 2 or len(shifts) != 2 or len(corners) != 4:
+        return text
+    signs = {point: _sign(row, label) for point, row in corners.items()}
+    by_slope = all(signs[(x, shifts[0])] == signs[(x, shifts[1])] != 0 for x in slopes) and \
+        signs[(slopes[0], shifts[0])] != signs[(slopes[1], shifts[0])]
+    by_shift = all(signs[(slopes[0], y)] == signs[(slopes[1], y)] != 0 for y in shifts) and \
+        signs[(slopes[0], shifts[0])] != signs[(slopes[0], shifts[1])]
+    if by_slope:
+        return text + (" The sign follows the slope, whatever the shift (each beyond 2 SE): how steeply a signal "
+                       "rises with quality, not its base rate, sets nDCG's direction under engagement drift.")
+    if by_shift:
+        return text + (" The sign follows the shift, whatever the slope (each beyond 2 SE): the signal's base rate, "
+                       "not how steeply it rises with quality, sets nDCG's direction under engagement drift.")
+    effects = {name: _main_effect(corners, label, axis) for name, axis in (("shift", "y"), ("slope", "x"))}
+    return text + (" Neither property alone sets the sign at 2 SE on these four corners (a tie at a corner, or "
+                   "the sign needs both). Each moves r, averaged over the other's two values (SE from the corners' "
+                   "SEs as if independent, which overstates it under common random numbers): "
+                   + "; ".join(f"raising the {name} from {_fmt(low)} to {_fmt(high)} moves it by {effect:+.2f} ± "
+                               f"{se:.2f} ({_beyond(effect, se)})" for name, (low, high, effect, se) in effects.items())
+                   + "." + _effects_reading(effects))
+
+
+def _effects_reading(effects: dict) -> str:
+    """Which way each dial beyond 2 SE pushes nDCG's r: a lower shift is a rarer signal, a higher
+    slope a signal that rises faster with quality."""
+    words = {("shift", -1): "a more frequent signal (higher shift)", ("shift", 1): "a rarer signal (lower shift)",
+             ("slope", -1): "a steeper signal (higher slope)", ("slope", 1): "a flatter signal (lower slope)"}
+    negative = [words[name, int(np.sign(effect))] for name, (_, _, effect, se) in effects.items()
+                if abs(effect) > 2 * se]
+    return f" Beyond 2 SE, {' and '.join(negative)} push{'es' if len(negative) == 1 else ''} nDCG's r " \
+           "negative." if negative else " Neither dial moves it beyond 2 SE."
+
+
+def _main_effect(corners: dict, label: str, axis: str) -> tuple[float, float, float, float]:
+    """(low, high, mean change of r from the low to the high value of one dial over the other
+    dial's values, its SE from the corners' SEs taken as independent) on a 2 × 2 map."""
+    index = 0 if axis == "x" else 1
+    low, high = sorted({point[index] for point in corners})
+    changes, variances = [], []
+    for point, row in corners.items():
+        if point[index] == high:
+            other = corners[tuple(low if i == index else v for i, v in enumerate(point))]
+            changes.append(row[f"r(engagement, {label})"] - other[f"r(engagement, {label})"])
+            variances += [row[f"se[{label}]"] ** 2, other[f"se[{label}]"] ** 2]
+    return low, high, float(np.mean(changes)), math.sqrt(sum(variances)) / len(changes)
+
+
+def _beyond(effect: float, se: float) -> str:
+    return f"{abs(effect) / se:.1f} SE" if se > 0 else "no SE"
 
 
 def _fmt(value: float) -> str:
@@ -704,8 +773,8 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         f"1,000, so that a cell takes seconds), one feed level (scroll-budget view, N = {sc.level1.candidates} "
         f"candidates, K = {sc.level1.feed_length} shown, no violations of Asm. 1–4). Maps: {maps}; each grid point "
         f"runs {config.replications} replications × {sc.days} days (disjoint days, the same random numbers at "
-        f"every grid point; a regime on several maps is computed once). The engagement map turns both walks "
-        f"off. Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
+        f"every grid point; a regime on several maps is computed once). The engagement and signal maps turn both "
+        f"walks off. Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
         f"logged sessions a day, global drift sd {dials.global_drift:g} with session-length share "
         f"{dials.session_share:g}, item walk {dials.item_walk:g}, view walk {dials.view_walk:g}, generator shift "
         f"{dials.generator_shift:g}. Correlations are against rt's exact online reward (the paper's A/B means over "
@@ -713,8 +782,8 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
         f"statistic in colour and number, the verdict as a mark; tables `table_verdict_*` hold the same numbers "
         f"with standard errors over replications, `table_detection` TPR/FPR with Wilson intervals for every m, "
         f"`table_correlation` every r, `table_mechanism` weights, support loss and noise ceilings, "
-        f"`table_one_click` (engagement map) how the sessions with one positive label move with the day's "
-        f"engagement.",
+        f"`table_one_click` (engagement and signal maps) how the sessions with one positive label move with the "
+        f"day's engagement.",
         "",
         "**In short** (over every grid point of every map"
         ", signals separately for (a)–(c), (c) for R_t's and R₀'s series): "

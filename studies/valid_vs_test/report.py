@@ -27,8 +27,8 @@ def _diff_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per protocol, dataset, method and metric: fold means on each set, Diff% against test and
     the z of the mean per-fold difference. frame: records of one setting per (dataset, fold,
     method)."""
-    wide = frame.pivot_table(index=["protocol", "dataset", "method", "metric", "fold"],
-                             columns="set", values="value", sort=False).reset_index()
+    wide = frame[frame.metric.isin(METRICS)].pivot_table(index=["protocol", "dataset", "method", "metric", "fold"],
+                                                         columns="set", values="value", sort=False).reset_index()
     rows = []
     for (protocol, name, method, spec), part in wide.groupby(
             ["protocol", "dataset", "method", "metric"], sort=False):

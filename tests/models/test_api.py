@@ -61,6 +61,7 @@ CASES = {
     "item-knn": (ItemKNNSpec(k=5), {}, TRAIN),
     "popularity": (PopularitySpec(), {}, TRAIN),
     "mf-rmse": (MFRMSESpec(dim=3, l2=0.1, sweeps=3), {}, RATINGS),
+    "mf-rmse-biased": (MFRMSESpec(dim=3, l2=0.1, sweeps=3, biases=True), {}, RATINGS),
     "allrank": (AllRankSpec(dim=3, l2=0.05, imputed=2.0, missing_weight=0.05, sweeps=3), {},
                 RATINGS),
 }
@@ -100,6 +101,8 @@ def _direct(name):
         "item-knn": lambda: models.item_knn(data, spec.k),
         "popularity": lambda: models.popularity(data),
         "mf-rmse": lambda: mf_rmse(KEY, data, dim=spec.dim, l2=spec.l2, iterations=spec.sweeps),
+        "mf-rmse-biased": lambda: mf_rmse(KEY, data, dim=spec.dim, l2=spec.l2, iterations=spec.sweeps,
+                                          biases=True),
         "allrank": lambda: allrank(KEY, data, dim=spec.dim, l2=spec.l2, imputed=spec.imputed,
                                    missing_weight=spec.missing_weight, iterations=spec.sweeps),
     }[name]()
@@ -180,7 +183,7 @@ def test_score_blocks_of_training_users_and_new_users(fitted, name):
 
 
 @pytest.mark.parametrize("name", ["ease", "item-knn", "kunn", "popularity", "svd", "ials",
-                                  "mf-rmse", "allrank"])
+                                  "mf-rmse", "mf-rmse-biased", "allrank"])
 def test_training_rows_as_history_score_as_the_training_users(fitted, name):
     """A training user's own row as history gives the user's scores: exactly for the models that
     score histories (EASE, item-kNN, KUNN, popularity); for the factor models whose trained user

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from simrec.models import scores
+from simrec.models import init_mf, scores
 from simrec.models.explicit import allrank, fold_in_ratings, mf_rmse, weighted_als
 
 
@@ -107,3 +107,66 @@ def test_mismatched_catalogue_and_duplicates_raise():
         mf_rmse(jax.random.key(0), duplicated, dim=2)
     with pytest.raises(ValueError, match="missing_weight > 0"):
         allrank(jax.random.key(0), matrix, missing_weight=0.0)
+
+
+# ---- biased MF-RMSE (Koren, Bell & Volinsky 2009): R̂ = r0 + b_u + b_i + x_u·y_i ----------------
+
+def _biased_objective(model, observed, values, l2):
+    """Σ_obs (r − R̂)² + λ Σ_u |O_u| (‖x_u‖² + b_u²) + λ Σ_i |O_i| (‖y_i‖² + b_i²), read from the
+    rank-(k + 2) layout user (x, b_u, 1), item (y, 1, b_i)."""
+    user, item = np.asarray(model.user, np.float64), np.asarray(model.item, np.float64)
+    x, b_u, y, b_i = user[:, :-2], user[:, -2], item[:, :-2], item[:, -1]
+    pred = float(model.item_bias[0]) + b_u[:, None] + b_i[None, :] + x @ y.T
+    reg = l2 * (observed.sum(1) @ ((x ** 2).sum(1) + b_u ** 2) + observed.sum(0) @ ((y ** 2).sum(1) + b_i ** 2))
+    return float((observed * (values - pred) ** 2).sum() + reg)
+
+
+def test_biased_mf_rmse_stores_its_biases_as_two_extra_ranks_and_each_half_step_is_the_exact_solve():
+    matrix, observed, values = _ratings(5, users=30, items=20, density=0.4)
+    key, l2 = jax.random.key(3), 0.2
+    offset = matrix.data.mean()
+    one = mf_rmse(key, matrix, dim=3, l2=l2, iterations=1, biases=True)
+    user, item = np.asarray(one.user, np.float64), np.asarray(one.item, np.float64)
+    np.testing.assert_array_equal(user[:, -1], 1.0)
+    np.testing.assert_array_equal(item[:, -2], 1.0)                             # (y, 1, b_i)
+    np.testing.assert_allclose(np.asarray(one.item_bias), offset, rtol=1e-6)
+    # the first item step solves (y_i, b_i) against the initial users (x_u, 1) with b_u = 0
+    x0 = np.asarray(init_mf(key, 30, 20, 3, 0.1).user, np.float64)
+    expected_item = _brute_force_rows(np.column_stack([x0, np.ones(30)]), observed.T, values.T, l2, offset, 0.0, 0.0)
+    np.testing.assert_allclose(np.column_stack([item[:, :-2], item[:, -1]]), expected_item, rtol=1e-4, atol=1e-5)
+    # then (x_u, b_u) against the items' (y_i, 1) and the targets r − r0 − b_i
+    items_with_ones = np.column_stack([item[:, :-2], np.ones(20)])
+    expected_user = _brute_force_rows(items_with_ones, observed, values - item[:, -1][None, :], l2, offset, 0.0, 0.0)
+    np.testing.assert_allclose(user[:, :-1], expected_user, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(user[0, :-1], 0.0)                         # no ratings: no vector, no bias
+    # fold_in_ratings with the items' biases is that user solve
+    again = fold_in_ratings(items_with_ones, matrix, l2=l2, offset=float(one.item_bias[0]), item_bias=item[:, -1])
+    np.testing.assert_allclose(np.asarray(again), user[:, :-1], rtol=1e-4, atol=1e-5)
+
+
+def test_biased_als_objective_never_increases_and_biases_fit_what_rank_one_cannot():
+    rng = np.random.default_rng(6)
+    users, items = 60, 40
+    observed = rng.random((users, items)) < 0.5
+    values = np.clip(3.5 + rng.normal(0, 0.8, (users, 1)) + rng.normal(0, 0.8, (1, items))
+                     + rng.normal(0, 0.3, (users, items)), 1, 5)
+    matrix = sp.csr_matrix(np.where(observed, values, 0.0))
+    losses = [_biased_objective(mf_rmse(jax.random.key(0), matrix, dim=1, l2=0.01, iterations=n, biases=True),
+                                observed, values, 0.01) for n in (1, 2, 4, 8)]
+    assert all(b <= a * (1 + 1e-6) for a, b in zip(losses, losses[1:]))
+
+    def rmse(model):
+        pred = np.asarray(scores(model, np.arange(users)))
+        return np.sqrt(np.mean((pred[observed] - values[observed]) ** 2))
+    biased = rmse(mf_rmse(jax.random.key(0), matrix, dim=1, l2=0.01, iterations=20, biases=True))
+    plain = rmse(mf_rmse(jax.random.key(0), matrix, dim=1, l2=0.01, iterations=20))
+    # b_u + b_i is a rank-2 pattern: rank 1 with biases fits it to the noise (sd 0.3), rank 1 without cannot
+    assert biased < 0.35 < plain
+
+
+def test_biases_need_observed_ratings_only():
+    matrix, _, _ = _ratings()
+    with pytest.raises(ValueError, match="missing_weight=0"):
+        weighted_als(jax.random.key(0), matrix, dim=2, l2=0.1, offset=3.0, missing_weight=0.1, biases=True)
+    with pytest.raises(ValueError, match="missing_weight=0"):
+        fold_in_ratings(np.ones((20, 2)), matrix, l2=0.1, offset=3.0, missing_weight=0.1, item_bias=np.zeros(20))

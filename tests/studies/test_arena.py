@@ -49,7 +49,7 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
 def test_every_online_value_estimator_is_scored_at_every_m_and_size(run):
     records = pd.read_csv(run / "records.csv")
     scored = records[records.estimator != "truth"]
-    assert set(scored.estimator) == {"dcg", "sndcg", "dcg_beta", "dr", "rips", "snrips", "sips", "snsips", "sips_beta",
+    assert set(scored.estimator) == {"dcg", "sndcg", "dcg_beta", "dr", "mips", "rips", "snrips", "sips", "snsips", "sips_beta",
                                      "cascade_dr", "aips", "aips_chosen"}
     # AIPS with the true behaviour: DCG where every user is position-based, its own mix otherwise
     keys = ["behaviour", "catalogue", "logger", "exploration", "sessions", "replication", "m"]
@@ -177,3 +177,17 @@ def test_a_self_normalised_estimate_without_weight_is_undefined_not_an_error():
     assert np.isnan(found.difference[0]) and found.difference[1] == pytest.approx(3.0 / 2.5 - 1.0)
     mean = arena.estimate(ope.Contribution(numerator), ope.Contribution(np.ones((2, 3))), m)
     assert mean.value == pytest.approx([0.0, 1.0]) and mean.difference == pytest.approx([-1.0, 0.0])
+
+
+def test_mips_beside_dcg_names_where_its_groups_bias_offsets_the_behaviours():
+    """`_mips_lines`: the median relative bias of MIPS and DCG per behaviour; a behaviour where DCG's
+    bias has the opposite sign of MIPS's own (position-based) one and MIPS's is the smaller is named
+    as an offset, not a win; one where both have the same sign is not."""
+    import importlib
+    report = importlib.import_module("simrec_studies.arena.report")
+    rows = [("position_based", "mips", -0.08), ("position_based", "dcg", 0.0), ("click_stops", "mips", 0.02),
+            ("click_stops", "dcg", 0.13), ("satiation", "mips", -0.2), ("satiation", "dcg", -0.1)]
+    table = pd.DataFrame([{"behaviour": b, "estimator": e, "bias": bias, "truth": 1.0} for b, e, bias in rows])
+    text = report._mips_lines(arena.PRESETS["default"], table)[1]
+    assert "position_based MIPS -0.080, DCG +0.000" in text and "bias it by -0.080" in text
+    assert "Under click_stops DCG's bias has the opposite sign" in text and "satiation DCG's" not in text

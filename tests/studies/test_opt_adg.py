@@ -53,6 +53,11 @@ def test_smoke_tables_have_one_row_per_dataset_and_metric(smoke_run):
     assert set(beside_lim["MF-ADG vs MF-AUC"]) <= {"better", "worse", "n.s."}
     convergence = pd.read_csv(out / "table_convergence.csv")
     assert set(convergence.method) == {"mf_auc", "mf_adg"}
+    # Lim §6's ATOP ≈ AUC: AUC is recorded beside the metrics, and the gap is the exact affine relation's
+    gap = pd.read_csv(out / "table_atop_auc.csv")
+    assert set(gap.method) == set(config.methods) and (gap.AUC.between(0, 1)).all()
+    np.testing.assert_allclose(gap["ATOP − AUC"], gap.ATOP - gap.AUC, atol=1e-8)
+    assert "table_atop_auc" in set(pd.read_csv(out / "table_claims.csv").evidence)
 
 
 def _replayed_search(method, training, value):
@@ -81,7 +86,7 @@ def test_a_cell_records_its_search_the_selected_models_and_their_curves(smoke_ru
     config, out, _ = smoke_run
     records = _records(out)
     assert list(records.columns) == list(lim.COLUMNS)
-    n_metrics = len(lim.METRICS)
+    n_metrics = len(lim.METRICS + lim.CHECKED)
     full = len(lim.PROTOCOLS) * len(lim.SETS) * n_metrics
     for cell in lim.cells(config):
         part = records[(records.dataset == cell["dataset"]) & (records.method == cell["method"])]

@@ -297,6 +297,17 @@ def test_config_validation_and_cells():
     engagement = regimes.cell_dials(config, {"map": "engagement", "x": 0.64, "y": 0.0})   # engagement-only drift
     assert (engagement.global_drift, engagement.session_share, engagement.item_walk, engagement.view_walk) == \
         (0.64, 0.0, 0.0, 0.0)
+    # the signal map: engagement-only drift at sd 1.28, the watch signal's slope and shift set; at watch's own
+    # values the dials are None, so that point is the engagement map's (1.28, 0) regime, computed once
+    like_shaped = regimes.cell_dials(config, {"map": "signal", "x": 1.0, "y": -7.0})
+    assert (like_shaped.global_drift, like_shaped.session_share, like_shaped.item_walk, like_shaped.view_walk,
+            like_shaped.watch_slope, like_shaped.watch_shift) == (1.28, 0.0, 0.0, 0.0, 1.0, -7.0)
+    signals = regimes.regime_config(config.scenario, like_shaped).signals
+    assert (signals.watch_slope, signals.watch_shift) == (1.0, -7.0)
+    assert signals.like_slope == config.scenario.signals.like_slope
+    own = regimes.cell_dials(config, {"map": "signal", "x": 0.5, "y": -1.5})
+    assert own == regimes.cell_dials(config, {"map": "engagement", "x": 1.28, "y": 0.0})
+    assert ["signal", 0.5, -1.5] in next(c for c in cells if ["engagement", 1.28, 0.0] in c["points"])["points"]
     scenario = regimes.regime_config(config.scenario, dataclasses.replace(config.dials, session_share=0.25))
     assert scenario.drift.session ** 2 + scenario.drift.engagement ** 2 == pytest.approx(config.dials.global_drift ** 2)
     assert scenario.drift.session ** 2 == pytest.approx(0.25 * config.dials.global_drift ** 2)
@@ -447,3 +458,28 @@ def test_one_click_table_correlates_each_quantity_with_the_days_engagement():
     assert row["r(engagement, nDCG (skip))"] == pytest.approx(-1.0)
     assert math.isnan(row["r(engagement, their depth)"])
     assert "it rises for like" in report_module._one_click_text(table)
+
+
+@pytest.mark.parametrize("signs, reading", [({(0.5, -7.0): 1, (0.5, -1.5): 1, (1.0, -7.0): -1, (1.0, -1.5): -1},
+                                             "follows the slope"),
+                                            ({(0.5, -7.0): -1, (0.5, -1.5): 1, (1.0, -7.0): -1, (1.0, -1.5): 1},
+                                             "follows the shift"),
+                                            ({(0.5, -7.0): 0, (0.5, -1.5): 1, (1.0, -7.0): -1, (1.0, -1.5): 1},
+                                             "Neither property alone sets the sign at 2 SE on these four corners (a tie "
+                                             "at a corner, or the sign needs both). Each moves r, averaged over the "
+                                             "other's two values (SE from the corners' SEs as if independent, which "
+                                             "overstates it under common random numbers): raising the shift from -7 to "
+                                             "-1.5 moves it by +0.90 ± 0.10 (9.0 SE); raising the slope from 0.5 to 1 "
+                                             "moves it by -0.30 ± 0.10 (3.0 SE). Beyond 2 SE, a rarer signal (lower "
+                                             "shift) and a steeper signal (higher slope) push nDCG's r negative.")])
+def test_the_signal_map_says_which_property_of_watch_sets_ndcgs_sign(signs, reading):
+    """`_signal_text` reads the four corners of the signal map: a sign beyond 2 SE at every corner
+    that follows one dial alone names that dial; a tie or a sign needing both names neither and
+    gives each dial's main effect (by hand: shift ((0.6 − 0) + (0.6 + 0.6)) / 2 = 0.9, slope
+    ((−0.6 − 0) + (0.6 − 0.6)) / 2 = −0.3, SE √(4 · 0.1²) / 2 = 0.1)."""
+    labels = [*report_module.ONE_CLICK_LABELS.values()]
+    rows = [{"map": "signal", "x": x, "y": y, "signal": "watch", "replications": 5,
+             **{f"r(engagement, {label})": 0.6 * sign if label == "nDCG (skip)" else 0.1 for label in labels},
+             **{f"se[{label}]": 0.1 for label in labels}} for (x, y), sign in signs.items()]
+    assert reading in report_module._signal_text(pd.DataFrame(rows))
+    assert "not isolated" in report_module._signal_text(pd.DataFrame(rows).assign(map="engagement"))
