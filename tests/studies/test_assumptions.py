@@ -95,8 +95,10 @@ def test_extra_estimators_against_the_library_and_a_brute_force_dr(hand_built):
 
 def on_a_feed_log() -> list[str]:
     """The registered estimators the study's "all" scores: those whose inputs its logs provide (the
-    slate estimators need prefix probabilities, which the study does not ask `ope.from_log` for)."""
-    return [name for name, e in ope.ESTIMATORS.items() if not e.needs & {"logging_prefix", "prefix"}]
+    slate estimators need prefix probabilities, MIPS item groups, which the study does not ask
+    `ope.from_log` for)."""
+    return [name for name, e in ope.ESTIMATORS.items()
+            if not e.needs & {"logging_prefix", "prefix", "logging_group_exposure", "group_exposure"}]
 
 
 def test_an_estimator_registered_in_ope_is_scored_and_reported_without_touching_the_study(hand_built, monkeypatch):
