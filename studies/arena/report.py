@@ -255,16 +255,20 @@ def _bias_settings(table: pd.DataFrame, estimator: str, behaviours) -> tuple[int
 
 
 def _paired_counts(records: pd.DataFrame, estimator: str, other: str, behaviours,
-                   quantity: str = "value") -> tuple[int, int, int]:
+                   quantity: str = "value", spread: bool = False) -> tuple[int, int, int]:
     """Settings (largest log size, m = ∞, the given behaviours) where ``estimator``'s squared errors
-    of ``quantity`` are below ``other``'s beyond the verdict rule, above them beyond it, and all such
-    settings."""
+    of ``quantity`` (with ``spread``: the squared deviations of its estimates from their own mean
+    over the logs) are below ``other``'s on the same logs beyond the verdict rule, above them
+    beyond it, and all such settings."""
     sq = _squared_errors(records, quantity)
     sq = sq[np.isinf(sq.m) & sq.behaviour.isin(behaviours) & (sq.sessions == sq.sessions.max())]
     lower = higher = total = 0
     for _, g in sq.groupby(SETTING, sort=False):
-        paired = g.pivot_table(index="replication", columns="estimator", values="relative_squared_error")
+        paired = g.pivot_table(index="replication", columns="estimator",
+                               values="value" if spread else "relative_squared_error")
         if {estimator, other} <= set(paired.columns):
+            if spread:
+                paired = (paired - paired.mean()) ** 2
             total += 1
             lower += reporting.paired_verdict(paired[other] - paired[estimator]).verdict == "holds"
             higher += reporting.paired_verdict(paired[estimator] - paired[other]).verdict == "holds"
@@ -329,9 +333,9 @@ def _claims(table: pd.DataFrame, records: pd.DataFrame) -> list[Claim]:
                *_paired_claim(records, "sips_beta", "sips", behaviours, "value", "Gupta, Jeunen et al. RecSys'24",
                               "the optimal baseline correction lowers the error of slate IPS (SIPS), unbiased under "
                               "every behaviour here"),
-               *_spread_claim(records, "mips", "dcg", position_based, "Saito & Joachims ICML'22 §4",
+               *_paired_claim(records, "mips", "dcg", position_based, "value", "Saito & Joachims ICML'22 §4",
                               "marginalising the weights over item embeddings (MIPS) lowers the variance of IPS (here "
-                              "DCG)"),
+                              "DCG)", spread=True),
                *_paired_claim(records, "mips", "dcg", position_based, "value", "Saito & Joachims ICML'22 §4–5",
                               "marginalising the weights over item embeddings (MIPS) lowers the error of IPS (here "
                               "DCG) where IPS is unbiased; embeddings here: k-means groups of the items' features, so "
@@ -339,37 +343,12 @@ def _claims(table: pd.DataFrame, records: pd.DataFrame) -> list[Claim]:
     return claims
 
 
-def _spread_claim(records: pd.DataFrame, estimator: str, other: str, behaviours, source: str,
-                  claim: str) -> list[Claim]:
-    """``estimator``'s estimates of the value vary less than ``other``'s on the same logs: per
-    setting (largest log size, m = ∞, the given behaviours) the paired differences of the squared
-    deviations from each estimator's own mean over the logs, by the verdict rule."""
-    sq = _squared_errors(records)
-    sq = sq[np.isinf(sq.m) & sq.behaviour.isin(behaviours) & (sq.sessions == sq.sessions.max())]
-    lower = higher = total = 0
-    for _, g in sq.groupby(SETTING, sort=False):
-        values = g.pivot_table(index="replication", columns="estimator", values="value")
-        if not {estimator, other} <= set(values.columns):
-            continue
-        spread = (values - values.mean()) ** 2
-        total += 1
-        lower += reporting.paired_verdict(spread[other] - spread[estimator]).verdict == "holds"
-        higher += reporting.paired_verdict(spread[estimator] - spread[other]).verdict == "holds"
-    if not total:
-        return []
-    verdict = ("reproduced" if lower > total / 2 and not higher
-               else "not reproduced" if higher >= max(lower, 1) else "tie")
-    return [Claim(source, claim, "", f"smaller squared deviation from its mean over the logs beyond 2 SE in {lower} "
-                  f"of {total} settings, larger in {higher}, tied in {total - lower - higher} "
-                  f"({', '.join(behaviours)})", verdict,
-                  where="table_errors (m = ∞, largest log size; column relative variance)")]
-
-
 def _paired_claim(records: pd.DataFrame, estimator: str, other: str, behaviours, quantity: str, source: str,
-                  claim: str) -> list[Claim]:
+                  claim: str, spread: bool = False) -> list[Claim]:
     """``estimator`` against ``other``, paired on the same logs: its squared error of ``quantity``
-    smaller beyond the verdict rule in most settings and larger in none."""
-    lower, higher, total = _paired_counts(records, estimator, other, behaviours, quantity)
+    (with ``spread``: its squared deviation from its own mean, a variance) smaller beyond the
+    verdict rule in most settings and larger in none (`_paired_counts`)."""
+    lower, higher, total = _paired_counts(records, estimator, other, behaviours, quantity, spread)
     if not total:
         return []
     if lower > total / 2 and not higher:
@@ -377,10 +356,12 @@ def _paired_claim(records: pd.DataFrame, estimator: str, other: str, behaviours,
     else:
         verdict = "not reproduced" if higher >= max(lower, 1) else "tie"
     table = "table_errors" if quantity == "value" else "table_differences"
+    measured = ("squared deviation from its mean over the logs" if spread else
+                f"squared error of the {'value' if quantity == 'value' else 'target − rival difference'}")
     return [Claim(source, claim, "",
-                  f"smaller squared error of the {'value' if quantity == 'value' else 'target − rival difference'} "
-                  f"beyond 2 SE in {lower} of {total} settings, larger in {higher}, tied in {total - lower - higher} "
-                  f"({', '.join(behaviours)})", verdict, where=f"{table} (m = ∞, largest log size)")]
+                  f"smaller {measured} beyond 2 SE in {lower} of {total} settings, larger in {higher}, tied in "
+                  f"{total - lower - higher} ({', '.join(behaviours)})", verdict,
+                  where=f"{table} (m = ∞, largest log size" + ("; column relative variance)" if spread else ")"))]
 
 
 def _difference_lines(config: ArenaConfig, diffs: pd.DataFrame) -> list[str]:

@@ -16,7 +16,7 @@ from simrec.runner import Report
 from simrec_studies.common import scenarios as S
 from simrec_studies.common import table2
 from simrec_studies.common.table2 import ESTIMATORS
-from simrec_studies.regimes.compute import (CORRELATED, DIALS, MAPS, PAPER, SERIES, TARGET, cell_dials, grid,
+from simrec_studies.regimes.compute import (CORRELATED, DIALS, MAP_DIALS, MAPS, PAPER, SERIES, TARGET, cell_dials, grid,
                                             grid_points)
 
 if TYPE_CHECKING:
@@ -263,6 +263,21 @@ def one_click(records: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _r_text(row: pd.Series, label: str) -> str:
+    """A `table_one_click` row's mean ± SE of r(engagement, ``label``)."""
+    return f"{row[f'r(engagement, {label})']:+.2f} ± {row[f'se[{label}]']:.2f}"
+
+
+def _sign(row: pd.Series, label: str) -> int:
+    """+1 / −1 where the mean r with engagement lies beyond 2 SE above / below 0, else 0 (the
+    verdict rule, `reporting.verdict`)."""
+    return _verdict_sign(row[f"r(engagement, {label})"], row[f"se[{label}]"])
+
+
+def _verdict_sign(mean: float, se: float) -> int:
+    return {"holds": 1, "fails": -1}.get(reporting.verdict(mean, se).verdict, 0)
+
+
 def _one_click_text(table: pd.DataFrame) -> str:
     """What the one-label sessions show at the engagement map's largest drift with share 0, then
     which property of the watch signal sets the direction (`_signal_text`)."""
@@ -270,14 +285,13 @@ def _one_click_text(table: pd.DataFrame) -> str:
     if part.empty:
         return ""
     part = part[part.x == part.x.max()]
-    r = lambda row, label: f"{row[f'r(engagement, {label})']:+.2f} ± {row[f'se[{label}]']:.2f}"
     per_signal = "; ".join(
-        f"{row.signal}: share of one-label sessions {r(row, 'share of one-label sessions')}, their nDCG "
-        f"{r(row, 'their nDCG = ε_t(a)')}, the labelled item's ε₀(a) {r(row, 'their ε₀(a)')}, their depth "
-        f"{r(row, 'their depth')}" for _, row in part.iterrows())
+        f"{row.signal}: share of one-label sessions {_r_text(row, 'share of one-label sessions')}, their nDCG "
+        f"{_r_text(row, 'their nDCG = ε_t(a)')}, the labelled item's ε₀(a) {_r_text(row, 'their ε₀(a)')}, their "
+        f"depth {_r_text(row, 'their depth')}" for _, row in part.iterrows())
+
     def beyond(label: str, sign: int) -> list[str]:
-        return [row.signal for _, row in part.iterrows()
-                if sign * row[f"r(engagement, {label})"] > 2 * row[f"se[{label}]"]]
+        return [row.signal for _, row in part.iterrows() if _sign(row, label) == sign]
 
     shorter = [signal for signal in beyond("their depth", -1) if signal in beyond("their ε₀(a)", +1)]
     rising, falling = beyond("their nDCG = ε_t(a)", +1), beyond("their nDCG = ε_t(a)", -1)
@@ -293,12 +307,6 @@ def _one_click_text(table: pd.DataFrame) -> str:
             + ", beyond 2 SE." + _signal_text(table))
 
 
-def _sign(row: pd.Series, label: str) -> int:
-    """+1 / −1 where the mean r with engagement lies beyond 2 SE above / below 0, else 0."""
-    mean, se = row[f"r(engagement, {label})"], row[f"se[{label}]"]
-    return int(np.sign(mean)) if abs(mean) > 2 * se else 0
-
-
 def _signal_text(table: pd.DataFrame) -> str:
     """Which property of the watch signal (slope in the quality logit, logit shift) sets the sign of
     nDCG's r with engagement, read off the signal map's four corners: watch's own (0.5, −1.5),
@@ -310,12 +318,12 @@ def _signal_text(table: pd.DataFrame) -> str:
     label = "nDCG (skip)"
     corners = {(float(row.x), float(row.y)): row for _, row in part.iterrows()}
     slopes, shifts = sorted({x for x, _ in corners}), sorted({y for _, y in corners})
-    r = lambda row, name: f"{row[f'r(engagement, {name})']:+.2f} ± {row[f'se[{name}]']:.2f}"  # noqa: E731
-    points = "; ".join(f"slope {_fmt(x)}, shift {_fmt(y)}: nDCG (skip) {r(row, label)}, one-label nDCG "
-                       f"{r(row, 'their nDCG = ε_t(a)')}, their ε₀(a) {r(row, 'their ε₀(a)')}"
+    points = "; ".join(f"slope {_fmt(x)}, shift {_fmt(y)}: nDCG (skip) {_r_text(row, label)}, one-label nDCG "
+                       f"{_r_text(row, 'their nDCG = ε_t(a)')}, their ε₀(a) {_r_text(row, 'their ε₀(a)')}"
                        for (x, y), row in sorted(corners.items()))
-    text = (f" The watch signal's own shape decides it (signal map, engagement-only drift sd 1.28; r with "
-            f"engagement, mean ± SE over replications): {points}.")
+    text = (f" The watch signal's own shape decides it (signal map, engagement-only drift sd "
+            f"{_fmt(MAP_DIALS['signal']['global_drift'])}; r with engagement, mean ± SE over replications): "
+            f"{points}.")
     if len(slopes) != 2 or len(shifts) != 2 or len(corners) != 4:
         return text
     signs = {point: _sign(row, label) for point, row in corners.items()}
@@ -343,8 +351,8 @@ def _effects_reading(effects: dict) -> str:
     slope a signal that rises faster with quality."""
     words = {("shift", -1): "a more frequent signal (higher shift)", ("shift", 1): "a rarer signal (lower shift)",
              ("slope", -1): "a steeper signal (higher slope)", ("slope", 1): "a flatter signal (lower slope)"}
-    negative = [words[name, int(np.sign(effect))] for name, (_, _, effect, se) in effects.items()
-                if abs(effect) > 2 * se]
+    negative = [words[name, _verdict_sign(effect, se)] for name, (_, _, effect, se) in effects.items()
+                if _verdict_sign(effect, se)]
     return f" Beyond 2 SE, {' and '.join(negative)} push{'es' if len(negative) == 1 else ''} nDCG's r " \
            "negative." if negative else " Neither dial moves it beyond 2 SE."
 
