@@ -351,4 +351,4 @@ STUDY = Study(
     description="Lim et al. Thm 1-2: ADG, Recall and ATOP on observed data are unbiased under SRS, "
                 "NDCG is biased by the Thm 2 factor, and MNAR observation breaks ADG",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 10, "default": 205, "paper": 7000})
+    expected_seconds={"smoke": 10, "default": 140, "paper": 7000})

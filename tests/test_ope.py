@@ -331,6 +331,23 @@ def test_ideal_of_boolean_rewards_sorts_once_and_matches_loop(ideal):
                                    rtol=1e-5, atol=1e-6)
 
 
+def test_ideal_with_tied_labels_and_every_rank_positive_matches_loop():
+    """The ideal takes the largest label first, one per pass: tied labels are each taken once, and a
+    row whose every rank holds a positive label takes K passes."""
+    rng = np.random.default_rng(11)
+    rewards = rng.integers(0, 3, (300, 6)).astype(np.float32)
+    rewards[:5] = 2.0                                                  # every rank positive, all tied
+    logging = np.where(rng.random((300, 6)) < 0.5, 0.5, 0.25).astype(np.float32)   # tied propensities
+    viewed = rng.random((300, 6)) < 0.8
+    viewed[:5] = True
+    discount = np.array([1.0, 0.8, 0.6, 0.4, 0.2, 0.1], np.float32)
+    for m in (1.5, 3.0, np.inf):
+        for ideal in ("same discount", "all viewed"):
+            np.testing.assert_allclose(ope.ideal_dcg(rewards, logging, viewed, discount, m, ideal=ideal),
+                                       loop_ideal(rewards, logging, viewed, discount, m, ideal == "all viewed"),
+                                       rtol=1e-5, atol=1e-6)
+
+
 def test_ndcg_with_a_precomputed_ideal_equals_the_plain_call():
     rewards, logging, target, viewed = random_log(6, n=200)
     clicks, discount = rewards > 0, np.array([1.0, 0.6, 0.3], np.float32)

@@ -283,17 +283,45 @@ def _discount_vector(discount, width: int) -> jax.Array:
     return jnp.asarray(d, jnp.float32)
 
 
+def _sorted_sum(values, discount, clip=None):
+    """Σ_j v_(j) · discount[j] over each row's entries in decreasing order v_(1) >= v_(2) >= ...,
+    with v_(j) replaced by min(m, v_(j)) for every m of ``clip`` f32[M] (then one row per m).
+
+    values: f32[..., K]; discount: f32[K]. Returns f32[...] (f32[M, ...] with ``clip``). The
+    entries are taken largest first, one per pass, until every row has only zeros left (a log's
+    rows hold a few positive labels among K ranks), instead of sorting every row: on a CPU that
+    sort costs about 4x more. The passes add the terms in rank order, as the sorted sum does.
+    """
+    k = values.shape[-1]
+    taken = jnp.full(values.shape, False)
+    total = jnp.zeros(values.shape[:-1] if clip is None else (clip.shape[0],) + values.shape[:-1])
+
+    def left(state):
+        j, taken, _ = state
+        return (j < k) & jnp.any(~taken & (values != 0))
+
+    def take(state):
+        j, taken, total = state
+        rest = jnp.where(taken, -jnp.inf, values)
+        at = jnp.argmax(rest, axis=-1)
+        top = jnp.take_along_axis(values, at[..., None], axis=-1)[..., 0]
+        term = top if clip is None else jnp.minimum(clip.reshape((-1,) + (1,) * top.ndim), top)
+        return j + 1, taken | (jnp.arange(k) == at[..., None]), total + term * discount[j]
+
+    return jax.lax.while_loop(left, take, (jnp.int32(0), taken, total))[2]
+
+
 @functools.partial(jax.jit, static_argnames=("all_viewed",))
 def _ideal(rewards, logging_exposure, viewed, discount, m, all_viewed: bool):
     binary = rewards.dtype == jnp.bool_
     rewards = rewards.astype(jnp.float32)
     logging_exposure = logging_exposure.astype(jnp.float32)
     inverse = _inverse_propensity(logging_exposure, viewed)
-    if binary:   # c ∈ {0, 1}: c·min(m, w) = min(m, c·w) and min(m, ·) keeps order, so sort once for all m
-        labels = jnp.minimum(m[:, None, None], -jnp.sort(-(rewards * inverse), axis=-1)[None])
+    discount = jnp.ones_like(discount) if all_viewed else discount
+    if binary:   # c ∈ {0, 1}: c·min(m, w) = min(m, c·w) and min(m, ·) keeps order, so one pass serves every m
+        values = _sorted_sum(rewards * inverse, discount, clip=m)
     else:
-        labels = -jnp.sort(-(rewards[None] * jnp.minimum(m[:, None, None], inverse[None])), axis=-1)   # decreasing
-    values = jnp.sum(labels if all_viewed else labels * discount, axis=-1)
+        values = _sorted_sum(rewards[None] * jnp.minimum(m[:, None, None], inverse[None]), discount)
     return values, _any_invalid(rewards, logging_exposure, jnp.zeros_like(logging_exposure), viewed)
 
 
@@ -305,7 +333,7 @@ def ideal_dcg(rewards, logging_exposure, viewed, discount, m=np.inf, *, ideal: s
         "all viewed":     iDCG_τ = sum_j ĉ_(j)                      (KDD'24 Table 1's ideal)
 
     discount: f32[L], P(V=1|R=j) of the ideal ranking (zero-padded or cut to K). Shapes and m as
-    in `trajectory_dcg`. Returns f32[N] or f32[M, N]. Boolean rewards (a `Log`'s) are sorted once
+    in `trajectory_dcg`. Returns f32[N] or f32[M, N]. Boolean rewards (a `Log`'s) are ordered once
     for the whole vector of m (their order does not depend on m); other labels once per m.
     """
     validate.choice("ideal", ideal, IDEALS)

@@ -178,4 +178,4 @@ STUDY = Study(
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 440, "paper": 4800})
+    expected_seconds={"smoke": 45, "default": 180, "paper": 4800})

@@ -180,4 +180,4 @@ STUDY = Study(
                 "and FPR of clipped DCG, nDCG (both ideals), pnDCG, SN-DCG and DR against the exact online "
                 "difference",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 245, "paper": 2500})
+    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 110, "paper": 2500})

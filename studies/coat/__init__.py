@@ -209,5 +209,5 @@ STUDY = Study(
                 "items, rated held-out items, IPS) orders six models as the missing-at-random "
                 "ratings do — Steck's question answered on real MNAR/MCAR data",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    data_files=data_files, expected_seconds={"smoke": 30, "default": 120, "paper": 1800})
+    data_files=data_files, expected_seconds={"smoke": 30, "default": 60, "paper": 1800})
 

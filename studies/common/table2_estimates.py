@@ -45,21 +45,23 @@ def contributions(data: Mapping[str, ope.LoggedData], targets: Mapping[str, Mapp
     """{(key, target): `ope.Contribution` f64[1, N]} of the estimators ``keys`` (`REGISTRY`) for
     every target (`inputs`): the registry's per-trajectory contributions (`ope.contributions`)
     under the key's view, at m = 1 for labels C and m = ``clip`` for Q̂; an nDCG (skip) value is
-    NaN for a session without a positive label."""
-    groups: dict[tuple, list[str]] = {}
-    for key in keys:
-        view, _, options, _ = REGISTRY[key]
-        groups.setdefault((view, tuple(sorted(options.items()))), []).append(key)
+    NaN for a session without a positive label. One registry call per view: nDCG is computed once,
+    with sessions without an ideal skipped, and nDCG (zero) is that with its NaN set to 0 (the
+    one difference `ope.trajectory_ndcg` makes between the two)."""
     m = np.array([1.0, clip])
     out = {}
-    for (view, options), group in groups.items():
+    for view in dict.fromkeys(REGISTRY[key][0] for key in keys):
+        group = [key for key in keys if REGISTRY[key][0] == view]
         names = list(dict.fromkeys(REGISTRY[key][1] for key in group))
-        parts = ope.contributions(data[view], targets[view], m, estimators=names, options=dict(options))
+        options = {"zero_ideal": "skip"} if "ndcg" in names else {}
+        parts = ope.contributions(data[view], targets[view], m, estimators=names, options=options)
         for key in group:
             i = 0 if REGISTRY[key][3] == "C" else 1
             for target in targets[view]:
-                c = parts[REGISTRY[key][1], target]
-                out[key, target] = c.at(slice(i, i + 1))
+                c = parts[REGISTRY[key][1], target].at(slice(i, i + 1))
+                if REGISTRY[key][2].get("zero_ideal") == "zero":
+                    c = c._replace(numerator=np.where(np.isnan(c.numerator), 0.0, c.numerator))
+                out[key, target] = c
     return {(key, target): out[key, target] for key in keys for target in targets[REGISTRY[key][0]]}
 
 

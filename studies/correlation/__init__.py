@@ -109,4 +109,4 @@ STUDY = Study(
     description="Offline DCG / nDCG vs online reward over days (Jeunen et al., KDD'24 Table 2): "
                 "Pearson r per feed level, signal and policy, with its spread over replications.",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 35, "default": 245, "paper": 10800, "deployed": 245})
+    columns=COLUMNS, expected_seconds={"smoke": 35, "default": 130, "paper": 10800, "deployed": 65})

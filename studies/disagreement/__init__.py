@@ -125,4 +125,4 @@ STUDY = Study(
                 "KUNN models; in simulation, which one tracks the true utility, and how the "
                 "disagreement grows with the variability of held-out counts",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 10, "default": 70, "paper": 450})
+    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 10, "default": 26, "paper": 450})

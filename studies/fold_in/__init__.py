@@ -195,4 +195,4 @@ STUDY = Study(
                 "every hyperparameter tuned on validation users (simulated, ml-latest-small, "
                 "HetRec last.fm)",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    data_files=data_files, expected_seconds={"smoke": 30, "default": 180, "paper": 1800})
+    data_files=data_files, expected_seconds={"smoke": 30, "default": 75, "paper": 1800})

@@ -132,4 +132,4 @@ STUDY = Study(
                 "clipped, self-normalised, doubly robust; per position) beside its on-policy truth, "
                 "and the position bias from the randomised log",
     presets=PRESETS, cells=cells, compute=compute, report=report, columns=COLUMNS, data_files=data_files,
-    expected_seconds={"smoke": 20, "default": 10})
+    expected_seconds={"smoke": 20, "default": 4})

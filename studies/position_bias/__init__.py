@@ -140,5 +140,5 @@ STUDY = Study(
     description="The examination curve learnt from clicks only (randomisation, regression-EM, intervention "
                 "harvesting): its error against log size, and DCG's bias and TPR when it replaces the true curve.",
     presets=PRESETS, cells=cells, compute=compute, report=report, columns=COLUMNS, setup=setup, cache_setup=True,
-    expected_seconds={"smoke": 130, "default": 400, "paper": 1200},
+    expected_seconds={"smoke": 130, "default": 170, "paper": 1200},
 )

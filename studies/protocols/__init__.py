@@ -263,5 +263,5 @@ STUDY = Study(
                 "items) decide the noise-aware winner more than the metric, and which protocol "
                 "gives the complete-ratings verdict?",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 15, "default": 130, "paper": 5400})
+    data_files=lambda config: [config.ratings_file], expected_seconds={"smoke": 15, "default": 80, "paper": 5400})
 

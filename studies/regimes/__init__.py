@@ -235,4 +235,4 @@ STUDY = Study(
                 "worse, pbm/Q̂ beat log/C, clipped DCG detects improvements) hold over exploration, log size, "
                 "drift and candidate-generator regimes",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 600})
+    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 370})

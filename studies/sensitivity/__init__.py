@@ -156,4 +156,4 @@ STUDY = Study(
                 "bias/RMSE of offline DCG and nDCG differences as functions of the clipping m",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
     columns=COLUMNS, report_fields=("m",),
-    expected_seconds={"smoke": 45, "default": 150, "paper": 1500, "deployed": 90})
+    expected_seconds={"smoke": 45, "default": 85, "paper": 1500, "deployed": 45})
