@@ -285,6 +285,27 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+#: the instruction-set extensions XLA's CPU code generator uses; two machines that differ in them
+#: can round some sums differently in the last bits (the committed results name theirs)
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile")
+
+
+def cpu_description() -> dict[str, Any]:
+    """{"model": the CPU's model name, "simd": its `SIMD_FLAGS`} from /proc/cpuinfo (Linux), else
+    the model `platform.processor()` gives and no flags."""
+    model, flags = platform.processor() or platform.machine(), set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == "model name" and value.strip():
+                model = value.strip()
+            elif name.strip() == "flags":
+                flags = set(value.split())
+            if flags and model:
+                break
+    return {"model": model, "simd": [flag for flag in SIMD_FLAGS if flag in flags]}
+
+
 def git_commit() -> str | None:
     """The checkout's HEAD commit when the run started (None outside a git checkout). A result is
     usually committed after the code that made it, so this is the code's parent commit; the code
@@ -540,7 +561,7 @@ def _manifest(study: Study, config, preset, seed: int, done: _Computed, cells: i
                                             [m for m in (report_module(study),) if m])),
         "data": [f.to_json() for f in data],
         "versions": package_versions(),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "cpu": cpu_description(),
                     "devices": [f"{d.platform}:{d.device_kind}" for d in jax.devices()],
                     **sharding.devices_summary()},
         "command": " ".join(["simrec", *sys.argv[1:]]) if sys.argv else None,

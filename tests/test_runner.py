@@ -99,6 +99,8 @@ def test_run_writes_tables_figures_records_manifest_and_readme(tmp_path):
     assert 0 <= cells["compute_s"] <= manifest["wall_time_s"]
     assert manifest["records"]["columns"] == {"rate": "float", "draw": "int", "i": "int", "value": "float"}
     assert {"python", "jax", "numpy"} <= set(manifest["versions"])
+    cpu = manifest["machine"]["cpu"]                            # the CPU, whose SIMD set XLA compiles for
+    assert cpu["model"] and set(cpu["simd"]) <= set(runner.SIMD_FLAGS)
     assert "tests.test_runner" in manifest["code_modules"]
     assert "wall_time_s" in manifest and "git_commit" in manifest
     assert summary.cells_computed == 9 and CALLS["setup"] == 1
