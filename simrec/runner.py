@@ -299,9 +299,8 @@ def cpu_description() -> dict[str, Any]:
             name, _, value = line.partition(":")
             if name.strip() == "model name" and value.strip():
                 model = value.strip()
-            elif name.strip() == "flags":
+            elif name.strip() == "flags":          # after its model name, in the first processor's block
                 flags = set(value.split())
-            if flags and model:
                 break
     return {"model": model, "simd": [flag for flag in SIMD_FLAGS if flag in flags]}
 
