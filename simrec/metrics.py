@@ -128,25 +128,33 @@ class Factors:
 
 _PAIR_CHUNK = 128                  # relevant pairs counted at once (slots x width per chunk)
 _MAX_SLOT_WIDTH = 128              # most relevant items of one user counted against one score row
+#: catalogues below this size count the items above and level with a score in one int32 sum
+#: (above + 2^16 · level, about twice as fast on a CPU as two sums): both counts are below 2^15, so
+#: the sum stays below 2^31
+_PACKED_ITEMS = 1 << 15
 
 
-@functools.partial(jax.jit, static_argnames=("slots_per_chunk",))
+@functools.partial(jax.jit, static_argnames=("slots_per_chunk", "packed"))
 def _factor_slot_counts(user, item, item_bias, slot_user, slot_items, slot_excluded, *,
-                        slots_per_chunk: int):
+                        slots_per_chunk: int, packed: bool):
     """Per slot s (one user u and up to W of u's relevant items) and item column w of it: the
     non-excluded items scored above s_ui, those level with it (i itself included) and s_ui, all
     from one row s_u· = x_u Yᵀ + b computed per slot, i.e. once per user for every W of its
     relevant items. slot_user: i32[S]; slot_items: i32[S, W] (padding: any item, its counts are
     dropped by the caller); slot_excluded: i32[S, L], the user's excluded items padded with I
     (dropped); S a multiple of slots_per_chunk. The chunks are split over the devices
-    (`simrec.sharding.map_blocks`) and the counts made whole on every process (`collect`).
+    (`simrec.sharding.map_blocks`) and the counts made whole on every process (`collect`). packed:
+    both counts from one int32 sum (`_PACKED_ITEMS`: needs I < 2^15).
     Returns (i32[S, W], i32[S, W], f32[S, W])."""
     def chunk(users, items, excluded):
         rows = user[users] @ item.T + item_bias                                     # [C, I]
         target = jnp.take_along_axis(rows, items, axis=1)                           # [C, W]
         rows = rows.at[jnp.arange(rows.shape[0])[:, None], excluded].set(jnp.nan, mode="drop")
-        return (jnp.sum(rows[:, None, :] > target[:, :, None], axis=2, dtype=jnp.int32),
-                jnp.sum(rows[:, None, :] == target[:, :, None], axis=2, dtype=jnp.int32), target)
+        above, level = rows[:, None, :] > target[:, :, None], rows[:, None, :] == target[:, :, None]
+        if packed:                             # both counts in one sum (`_PACKED_ITEMS`)
+            both = jnp.sum(jnp.where(above, 1, 0) + jnp.where(level, 1 << 16, 0), axis=2, dtype=jnp.int32)
+            return both & 0xFFFF, both >> 16, target
+        return jnp.sum(above, axis=2, dtype=jnp.int32), jnp.sum(level, axis=2, dtype=jnp.int32), target
 
     width = slot_items.shape[1]
     counts = sharding.map_blocks(chunk, (slot_user, slot_items, slot_excluded), slots_per_chunk,
@@ -215,7 +223,7 @@ def _factor_counts(f: Factors, relevant, exclude) -> _Counts:
     padded[:n_slots][inside] = excluded_item[(starts[:, None] + np.arange(excluded_width))[inside]]
     above, level, target = (np.asarray(x)[pair_slot, pair_column] for x in _factor_slot_counts(
         f.user, f.item, f.item_bias, jnp.asarray(slot_user), jnp.asarray(slot_items),
-        jnp.asarray(padded), slots_per_chunk=per_chunk))
+        jnp.asarray(padded), slots_per_chunk=per_chunk, packed=n_items < _PACKED_ITEMS))
     above, level = above.astype(np.int64), level.astype(np.int64)
     less, less_equal = _count_in_rows(pair_user, target, pair_user, target)
     return _Counts(pair_user, item, above, level - 1, n_rel[pair_user] - less_equal,

@@ -1,6 +1,7 @@
 """Policies, sampling and exposures (`simrec.feed.policies`, `.sampling`, `.exposure`): closed forms,
 brute-force enumeration, Monte Carlo, stability."""
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -358,6 +359,23 @@ def test_drawn_uniform_exploration_is_uniform():
     assert np.all(np.sort(shown, axis=1)[:, 1:] != np.sort(shown, axis=1)[:, :-1])
 
 
+@pytest.mark.parametrize("A, K", [(6, 3), (5, 5)])
+def test_uniform_exploration_of_few_candidates_gives_every_ordered_prefix_alike(A, K):
+    """With fewer than 4 K candidates exploration is a partial Fisher–Yates shuffle
+    (`sampling.uniform_prefix`): each of the A!/(A−K)! ordered prefixes has probability
+    (A−K)!/A!, every frequency within 4 SE."""
+    n = 60_000
+    policy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(np.zeros((1, A), np.float32))),
+                                                              1.0), K)
+    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(10), policy, jnp.zeros(n, jnp.int32)))
+    prefixes = list(itertools.permutations(range(A), K))
+    p = 1 / len(prefixes)
+    counts = {prefix: 0 for prefix in prefixes}
+    for row in map(tuple, shown):
+        counts[row] += 1                                       # a repeat or an unknown id raises KeyError
+    assert max(abs(c / n - p) for c in counts.values()) <= 4 * math.sqrt(p * (1 - p) / n)
+
+
 def test_per_context_fixed_candidates_from_top_k_match_top_k():
     """`top_k_candidates` precomputes TopK's sets: the sets equal a per-context stable argsort, and
     policies on them give TopK's exact exposures and rankings (ε-greedy samples with one key)."""
@@ -475,3 +493,80 @@ def test_race_nodes_reach_float32_accuracy_on_large_rankings(k, K, T):
     got = _race_block(policy, survival_, jnp.arange(X), nodes)
     fine = _race_block(policy, survival_, jnp.arange(X), 600)
     np.testing.assert_allclose(np.asarray(got), np.asarray(fine), rtol=3e-6)
+
+
+VIEWS = (feed.Logarithmic(), feed.Exponential(jnp.float32(0.7)), feed.ScrollBudget(jnp.float32(1.3)))
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.25])
+def test_sort_placement_is_the_sorted_position_and_gives_exposure_under_every_view(eps):
+    """P(a at rank i) = (1 − ε) 1[rank of a = i] + ε / k, by the loop, with ties; its exposure
+    under each view model is `exposure`'s closed form."""
+    rng = np.random.default_rng(12)
+    X, A, k, K = 5, 12, 6, 4
+    retrieval, ranker = rng.normal(size=(X, A)).astype(np.float32), scores_with_ties(rng, X, A)
+    policy = feed.Policy(feed.TopK(feed.from_table(retrieval), k),
+                         feed.EpsilonGreedy(feed.Sort(feed.from_table(ranker)), eps), K)
+    got = feed.placement(None, policy, np.arange(X), block_size=2)
+    for x in range(X):
+        candidates = np.argsort(-retrieval[x], kind="stable")[:k]
+        np.testing.assert_array_equal(np.asarray(got.candidates[x]), candidates)
+        ranks = rank_by_loop(ranker[x], candidates)
+        want = np.array([[(1 - eps) * (ranks[a] == i) + eps / k for i in range(K)] for a in candidates])
+        np.testing.assert_allclose(np.asarray(got.probability[x]), want, rtol=1e-6)
+    for view in VIEWS:
+        np.testing.assert_allclose(np.asarray(feed.placement_exposure(got, view, A)),
+                                   np.asarray(feed.exposure(None, policy, view, np.arange(X)).mean),
+                                   rtol=1e-6, atol=1e-7)
+
+
+def plackett_luce_rank_probabilities(logits, K):
+    """P(a at rank i) of a PL ranking over all permutations (float64).  [A, K]."""
+    A = logits.shape[0]
+    w = np.exp(logits - logits.max())
+    out = np.zeros((A, K))
+    for perm in itertools.permutations(range(A)):
+        p = np.prod([w[a] / w[list(perm[i:])].sum() for i, a in enumerate(perm)])
+        for i, a in enumerate(perm[:K]):
+            out[a, i] += p
+    return out
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.3])
+def test_plackett_luce_placement_is_unbiased_for_the_enumerated_rank_probabilities(eps):
+    """Each sample of the estimator lies in [0, 1] (sd <= 1/2), so 4 SE <= 2 / sqrt(n); rank 1's
+    sample is exact (w_a / Σw: every candidate is still unplaced). The value of a context does not
+    depend on the block it is computed in."""
+    rng = np.random.default_rng(13)
+    X, A, K, T, n = 3, 7, 2, 0.7, 20_000
+    scores = rng.normal(size=(X, A)).astype(np.float32)
+    candidates = np.array([[0, 2, 4, 6], [1, 2, 3, 5], [6, 5, 4, 3]])
+    policy = feed.Policy(feed.FixedCandidates(jnp.asarray(candidates, jnp.int32), A),
+                         feed.EpsilonGreedy(feed.PlackettLuce(feed.from_table(scores), jnp.float32(T)), eps), K)
+    got = feed.placement(jax.random.key(3), policy, np.arange(X), num_samples=n)
+    for x in range(X):
+        want = (1 - eps) * plackett_luce_rank_probabilities(scores[x, candidates[x]].astype(np.float64) / T, K)
+        want += eps / candidates.shape[1]
+        estimate = np.asarray(got.probability[x], np.float64)
+        np.testing.assert_allclose(estimate[:, 0], want[:, 0], rtol=1e-3)     # exact up to float32 sums
+        assert np.all(np.abs(estimate - want) <= 2 / math.sqrt(n))
+    blocked = feed.placement(jax.random.key(3), policy, np.arange(X), num_samples=n, block_size=2)
+    np.testing.assert_allclose(np.asarray(blocked.probability), np.asarray(got.probability), rtol=1e-6)
+    survival_ = np.asarray(feed.view_probability(VIEW, K), np.float64)
+    table = np.asarray(feed.placement_exposure(got, VIEW, A))
+    reference = np.asarray(feed.exposure(None, policy, VIEW, np.arange(X)).mean)    # exact (the race)
+    assert np.all(table[np.arange(X)[:, None], candidates] > 0)
+    assert np.abs(table - reference).max() <= 2 * survival_.sum() / math.sqrt(n)
+
+
+def test_placement_says_what_it_needs():
+    scores = feed.from_table(np.zeros((3, 5), np.float32))
+    with pytest.raises(ValueError, match="deterministic generator"):
+        feed.placement(None, feed.Policy(feed.RandomSubset(5, 3), feed.Sort(scores), 2), np.arange(3))
+    plackett_luce = feed.Policy(feed.all_items(5), feed.PlackettLuce(scores, jnp.float32(1.0)), 2)
+    with pytest.raises(ValueError, match="pass a PRNG key"):
+        feed.placement(None, plackett_luce, np.arange(3))
+    with pytest.raises(ValueError, match=r"contexts must hold ids in \[0, 3\)"):
+        feed.placement(jax.random.key(0), plackett_luce, [0, 3])
+    with pytest.raises(ValueError, match="num_samples"):
+        feed.placement(jax.random.key(0), plackett_luce, np.arange(3), num_samples=0)

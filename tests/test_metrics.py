@@ -227,7 +227,9 @@ def test_low_rank_factors_are_counted_exactly_as_brute_force_with_ties_and_exclu
                                            equal_nan=True, err_msg=f"{spec} user {u}")
 
 
-def test_low_rank_factors_equal_the_sorting_pass_bit_for_bit_on_a_larger_catalogue():
+@pytest.mark.parametrize("packed_below", [metrics._PACKED_ITEMS, 1])     # 1: two sums, as for I >= 2^15
+def test_low_rank_factors_equal_the_sorting_pass_bit_for_bit_on_a_larger_catalogue(monkeypatch, packed_below):
+    monkeypatch.setattr(metrics, "_PACKED_ITEMS", packed_below)
     rng = np.random.default_rng(18)
     n_users, n_items = 300, 700                                   # > one chunk of pairs
     factors, scores = _integer_factors(rng, n_users, n_items, dim=4)

@@ -198,8 +198,11 @@ def test_slate_estimators_are_unbiased_under_every_within_session_behaviour(esti
 def test_the_sn_rips_normalisers_have_mean_one_where_the_depth_depends_on_the_items_seen(behaviour):
     """E[min(∞, w_min(k, D))] = 1 at every rank k: the prefix weights are a martingale under the
     logger, and the depth D, where the user stops after what they saw (click-stops) or by position
-    alone, is a stopping time of it; |mean − 1| <= 4 SE at each rank (the seed is fixed)."""
-    log = feed.simulate(jax.random.key(11), _scenario(behaviour), LOGGER, 20_000)
+    alone, is a stopping time of it; |mean − 1| <= 4 SE at each rank (the seed is fixed). The
+    weights of a 4-item prefix reach ~8,000 (ε-greedy over Plackett–Luce against a deterministic
+    target), so the log holds 100,000 sessions: over seeds the SE at rank 4 is then 0.12–0.22
+    (0.1–0.5 with 20,000)."""
+    log = feed.simulate(jax.random.key(11), _scenario(behaviour), LOGGER, 100_000)
     on = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, feed.position_model(_scenario(behaviour).view), slates=True)
     data, targets = _signal(on)
     normalisers = np.asarray(ope.rank_normalisers(data.viewed, data.logging_prefix, targets["T"].prefix),
@@ -207,7 +210,7 @@ def test_the_sn_rips_normalisers_have_mean_one_where_the_depth_depends_on_the_it
     assert np.any(np.asarray(data.viewed).sum(axis=1) < K)                      # some sessions stop early
     mean, se = normalisers.mean(axis=1), normalisers.std(axis=1, ddof=1) / math.sqrt(normalisers.shape[1])
     assert np.all(np.abs(mean - 1.0) <= 4 * se), (mean, se)
-    assert np.all(se < 0.2)                                                      # the test has power
+    assert np.all(se < 0.25)                                                     # the test has power
 
 
 @pytest.mark.parametrize("behaviour", ["position_based", "satiation", "click_stops"])

@@ -147,15 +147,17 @@ def test_sharded_simulation_and_estimates_equal_single_device():
     """Log, exposure tables and Factors metrics bit-identical, sweep estimates bit-identical (their
     block sums are added in block order), on 1 device (this process), on 3 devices of one process,
     and on two `jax.distributed` processes on localhost with 2 devices each (4 devices: sharding
-    within and across processes)."""
+    within and across processes). The 3-device run goes first, beside this process's own, and the
+    two processes that need each other after it: at most three JAX processes at once."""
     port = _free_port()
     job = ["-m", "tests.sharding_job"]
-    started = [_start(job, 3), _start(job + [f"127.0.0.1:{port}", "2", "0"], 2),
-               _start(job + [f"127.0.0.1:{port}", "2", "1"], 2)]
+    started = [_start(job, 3)]
     try:
         one = sharding_job.report()
     finally:
         runs = _finish(started)
+    runs += _finish([_start(job + [f"127.0.0.1:{port}", "2", "0"], 2),
+                     _start(job + [f"127.0.0.1:{port}", "2", "1"], 2)])
     three, distributed, other = (_report(r) for r in runs)
     assert other is None                                  # only process 0 reports
     assert (one["devices"], three["devices"], distributed["devices"], distributed["processes"]) == (1, 3, 4, 2)

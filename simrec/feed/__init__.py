@@ -9,8 +9,9 @@ online ground truth (Jeunen, Potapov & Ustimenko, KDD'24 §3–4).
     truth = feed.online_value(key, scenario, target)
 
 Modules: `views` (view models), `policies` (item functions, generators, rankers, policies),
-`sampling` (drawing rankings), `exposure` (exact, race and Monte Carlo exposures; the package name
-``feed.exposure`` is the function), `sessions` (Scenario, Log, simulate), `worlds` (a Scenario over
+`sampling` (drawing rankings), `exposure` (exact, race and Monte Carlo exposures, and a policy's
+rank probabilities for the exposure under any view model; the package name ``feed.exposure`` is the
+function), `sessions` (Scenario, Log, simulate), `worlds` (a Scenario over
 a `simrec.world.World` or `simrec.procedural.ProceduralWorld`: `scenario_from_world`), `online`
 (online value, A/B tests), `position_bias` (the examination curve from clicks), `slates` (the
 probability of a shown ranking prefix, for the slate estimators of `simrec.ope`).
@@ -22,7 +23,8 @@ from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, ItemFn, Placke
 from simrec.feed.sampling import ContextTables, context_tables, sample_ranking
 # the function `exposure` is bound after the submodule `simrec.feed.exposure` is imported, so
 # `simrec.feed.exposure` is the function (as it always was); the module is sys.modules' entry
-from simrec.feed.exposure import Exposure, exposure, exposure_of, race_nodes
+from simrec.feed.exposure import (Exposure, Placement, exposure, exposure_of, placement, placement_exposure,
+                                  race_nodes)
 from simrec.feed.sessions import (Log, Scenario, concatenate, depth, logging_exposure_table, satiated_quality,
                                   scenario_quality, session_chunks, simulate)
 from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve_view_model, harvesting_counts,
@@ -39,6 +41,7 @@ __all__ = [
     "RandomSubset",
     "Sort", "PlackettLuce", "EpsilonGreedy", "Policy", "Exposure", "num_items", "is_exact",
     "is_deterministic", "race_nodes", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
+    "Placement", "placement", "placement_exposure",
     "ContextTables", "context_tables",
     "Scenario", "Log", "simulate", "logging_exposure_table", "session_chunks", "satiated_quality",
     "scenario_quality", "concatenate",

@@ -36,15 +36,15 @@ import numpy as np
 import scipy.stats
 
 from simrec import sharding, validate
-from simrec.feed.policies import (EpsilonGreedy, PlackettLuce, Policy, RandomSubset, Ranker, Sort, base_ranker,
-                                  candidate_count, catalogue_items, is_exact, item_values, lookup, num_items,
-                                  sample_candidates, table_contexts)
+from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, PlackettLuce, Policy, RandomSubset, Ranker, Sort,
+                                  TopK, base_ranker, candidate_count, catalogue_items, is_exact, item_values, lookup,
+                                  num_items, sample_candidates, table_contexts)
 from simrec.feed.sampling import inverse_permutation, sort_permutation
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
     "Exposure", "exposure", "exposure_of", "exact_exposure", "exposure_sample", "subset_weights", "monte_carlo",
-    "race_nodes",
+    "race_nodes", "Placement", "placement", "placement_exposure",
 ]
 
 
@@ -333,6 +333,18 @@ def subset_weights(policy: Policy, survival) -> jax.Array:
                                               np.asarray(survival)), jnp.float32)
 
 
+def _checked_contexts(policy: Policy, contexts) -> np.ndarray:
+    """contexts as an integer vector [B] of ids the policy's lookup tables cover (ValueError
+    otherwise)."""
+    contexts = np.asarray(contexts)
+    if contexts.ndim != 1 or not np.issubdtype(contexts.dtype, np.integer):
+        raise ValueError(f"contexts must be an integer vector [B], got {contexts.dtype}{list(contexts.shape)}")
+    covered = table_contexts(policy)
+    if covered is not None:
+        validate.indices("contexts", contexts, covered, "contexts the policy's tables cover")
+    return contexts
+
+
 def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *,
              num_samples: int = 1000, block_size: int = 1024) -> Exposure:
     """Exposure ε(x, a) = sum_i P(a at rank i | x) S(i) of every catalogue item (KDD'24 Eq. 6).
@@ -350,12 +362,7 @@ def exposure(key: jax.Array | None, policy: Policy, view: ViewModel, contexts, *
     without changing any value. Memory: O(block_size * A).
     """
     validate.integer("block_size", block_size, low=1)
-    contexts = np.asarray(contexts)
-    if contexts.ndim != 1 or not np.issubdtype(contexts.dtype, np.integer):
-        raise ValueError(f"contexts must be an integer vector [B], got {contexts.dtype}{list(contexts.shape)}")
-    covered = table_contexts(policy)
-    if covered is not None:
-        validate.indices("contexts", contexts, covered, "contexts the policy's tables cover")
+    contexts = _checked_contexts(policy, contexts)
     exact = is_exact(policy)
     nodes = None if exact or contexts.shape[0] == 0 else race_nodes(policy, contexts, block_size)
     if not exact and nodes is None:
@@ -395,3 +402,100 @@ def exposure_of(table: jax.Array, contexts: jax.Array, items: jax.Array) -> jax.
     i32[N, K]; padded ids (-1) read 0.  Returns f32[N, K]."""
     safe = jnp.where(items >= 0, items, 0)
     return jnp.where(items >= 0, lookup(table, contexts[:, None], safe), 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Placement: a policy's rank probabilities, for the exposure under any view model
+# --------------------------------------------------------------------------------------------
+
+class Placement(NamedTuple):
+    """Where a policy shows each of its candidates: candidates i32[B, k] and probability
+    f32[B, k, K], P(candidate at rank i | x) for each of the K shown ranks. Exposure is linear in
+    the view model, ε(x, a) = Σ_i P(a at rank i | x) S(i), so one placement gives the exposure
+    table under every view model (`placement_exposure`)."""
+    candidates: jax.Array
+    probability: jax.Array
+
+
+def _rank_placement(key, ranker: Ranker, feed_length: int, contexts, candidates) -> jax.Array:
+    """P(candidate at rank i) given the candidates: one-hot at the sorted position for `Sort`;
+    for `PlackettLuce` one sample of 1[a not in σ_1..σ_{i−1}] · w_a / Z_i (`placement`);
+    ε-greedy mixes in 1/k at every rank.  f32[N, k, K]."""
+    ranks = jnp.arange(feed_length)
+    if isinstance(ranker, Sort):
+        perm = sort_permutation(item_values(ranker.scores, contexts, candidates), candidates)
+        return (inverse_permutation(perm)[:, :, None] == ranks).astype(jnp.float32)
+    if isinstance(ranker, PlackettLuce):
+        logits = item_values(ranker.scores, contexts, candidates) / ranker.temperature      # [N, k]
+        order = jnp.argsort(-(logits + jax.random.gumbel(key, logits.shape)), axis=1)
+        ordered = jnp.take_along_axis(logits, order, axis=1)
+        log_rest = jax.lax.cumlogsumexp(ordered[:, ::-1], axis=1)[:, ::-1][:, :feed_length]   # log Z_i [N, K]
+        available = inverse_permutation(order)[:, :, None] >= ranks
+        return jnp.where(available, jnp.exp(logits[:, :, None] - log_rest[:, None, :]), 0.0)
+    base = _rank_placement(key, ranker.base, feed_length, contexts, candidates)
+    return (1.0 - ranker.epsilon) * base + ranker.epsilon / candidates.shape[1]
+
+
+@functools.partial(jax.jit, static_argnames=("num_samples",))
+def _placement_block(key, policy: Policy, contexts, num_samples: int):
+    candidates = sample_candidates(None, policy.generator, contexts)
+    if is_exact(policy):
+        return candidates, _rank_placement(None, policy.ranker, policy.feed_length, contexts, candidates)
+
+    def one(context, items):          # seeded by the context id: a context's value is blocking-free
+        context_key = jax.random.fold_in(key, context)
+        sample = lambda r: _rank_placement(jax.random.fold_in(context_key, r), policy.ranker,  # noqa: E731
+                                           policy.feed_length, context[None], items[None])[0]
+        total = jax.lax.fori_loop(0, num_samples, lambda r, acc: acc + sample(r),
+                                  jnp.zeros((items.shape[0], policy.feed_length)))
+        return total / num_samples
+
+    return candidates, jax.vmap(one)(contexts, candidates)
+
+
+def placement(key: jax.Array | None, policy: Policy, contexts, *, num_samples: int = 1000,
+              block_size: int = 1024) -> Placement:
+    """P(a at rank i | x) for each context's candidates and each of the K shown ranks, for a
+    policy on a deterministic generator (FixedCandidates or TopK).
+
+    Exact for `Sort` (1 at the candidate's sorted position) and `EpsilonGreedy(Sort)`
+    ((1 − ε) · that + ε / k: a uniform order puts each candidate at each rank with probability
+    1/k); `key` is unused and may be None. For `PlackettLuce` (plain or ε-greedy) the mean over
+    `num_samples` sampled rankings σ of the conditional placement probability
+
+        1[a not in σ_1..σ_{i−1}] · w_a / Z_i,   w = exp(score / T),  Z_i = Σ w over the unplaced,
+
+    unbiased for P(a at rank i) and positive at rank 1 for every candidate (Oosterhuis, SIGIR'21:
+    PL-Rank's estimator with the view model factored out), seeded by fold_in(key, context) so that
+    a context's value does not depend on its block. contexts: i32[B]. Returns `Placement`
+    (candidates i32[B, k], probability f32[B, k, K]). Memory: O(B · k · K).
+    """
+    validate.integer("block_size", block_size, low=1)
+    if not isinstance(policy.generator, (FixedCandidates, TopK)):
+        raise ValueError(f"placement needs a deterministic generator (FixedCandidates or TopK), "
+                         f"got {type(policy.generator).__name__}")
+    contexts = _checked_contexts(policy, contexts)
+    if not is_exact(policy):
+        num_samples = validate.integer("num_samples", num_samples, low=1)
+        if key is None:
+            raise ValueError("the placement of a Plackett–Luce ranker is a Monte Carlo estimate: pass a PRNG key")
+    blocks = [_placement_block(key, policy, jnp.asarray(contexts[s:s + block_size], jnp.int32),
+                               num_samples if not is_exact(policy) else 0)
+              for s in range(0, contexts.shape[0], block_size)]
+    if len(blocks) == 1:
+        return Placement(*blocks[0])
+    return Placement(*(jnp.concatenate(parts) for parts in zip(*blocks)))
+
+
+@functools.partial(jax.jit, static_argnames=("num_items",))
+def _placement_table(candidates, probability, survival, num_items: int) -> jax.Array:
+    return _scatter(jnp.einsum("bnk,k->bn", probability, survival), candidates, num_items)
+
+
+def placement_exposure(placement_: Placement, view: ViewModel, num_items: int) -> jax.Array:
+    """The exposure table ε(x, a) = Σ_i P(a at rank i | x) S(i) under `view` (KDD'24 Eq. 6) of a
+    `placement`, 0 outside the candidates: equal to `exposure` of the policy (its Monte Carlo
+    estimate for Plackett–Luce) without ranking anew for each view model.  f32[B, A]."""
+    validate.integer("num_items", num_items, low=1)
+    survival = view_probability(view, placement_.probability.shape[-1])
+    return _placement_table(placement_.candidates, placement_.probability, survival, num_items)

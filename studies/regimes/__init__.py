@@ -15,8 +15,8 @@ Here every conclusion is re-tested on a grid of regimes of the `simrec_studies.c
 
 * exploration of the logger R₀ — epsilon-greedy around Sort(r0) (``epsilon``), or Plackett–Luce
   over r0's scores standardised per user, at temperature ``temperature`` (a smooth, rank-dependent
-  exploration; its placement probabilities P(a at rank i | x) are estimated once per cell from
-  `exposure_samples` sampled rankings per user, `placement`, and give its exposures under every
+  exploration; its placement probabilities P(a at rank i | x) are estimated once per run from
+  `exposure_samples` sampled rankings per user, `feed.placement`, and give its exposures under every
   day's view model);
 * the logged sessions per day (``log_sessions``: the noise of one day's estimate);
 * the drift mix: the global day factors' total sd ``global_drift`` split into session length and
@@ -178,8 +178,8 @@ class RegimesConfig:
     harmful: tuple[S.RankerField, ...] = (S.NoisyOracle(8.0),)
     m: tuple[float, ...] = (1.0, 8.0, 64.0, 512.0, math.inf)   # clipping grid of (d)
     confidence: float = 0.99         # confidence of the offline CIs of (d) (the paper's 99 %)
-    #: rankings sampled per context, once per cell, for the Plackett–Luce logger's placement
-    #: probabilities (`placement`), hence its exposures under every view model and its online value
+    #: rankings sampled per context, once per run, for the Plackett–Luce logger's placement
+    #: probabilities (`feed.placement`), hence its exposures under every view model and its online value
     exposure_samples: int = 128
 
     def __post_init__(self):
@@ -224,7 +224,7 @@ PRESETS = {"smoke": _smoke(), "default": RegimesConfig()}
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
 from simrec_studies.regimes.compute import (  # noqa: E402,F401
     CORRELATED, DAY_QUANTITIES, LEVEL, ONE_CLICK, PAPER, SERIES, TARGET, Shared, cell_dials, cell_points, cells,
-    compute, difference_moments, exposure_table, grid, grid_points, logger_policy, placement, regime_config, setup,
+    compute, difference_moments, grid, grid_points, logger_policy, regime_config, setup,
     shifted_generator, table_value)
 from simrec_studies.regimes.report import (  # noqa: E402,F401
     claims, correlations, daily_frame, detection, mechanism, report, settings_frame, verdict_d, verdicts)
@@ -235,4 +235,4 @@ STUDY = Study(
                 "worse, pbm/Q̂ beat log/C, clipped DCG detects improvements) hold over exploration, log size, "
                 "drift and candidate-generator regimes",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 370})
+    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 230})

@@ -6,7 +6,6 @@ design)."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -122,10 +121,10 @@ def cell_dials(config: RegimesConfig, point: dict) -> Dials:
 @dataclass(frozen=True, eq=False)
 class Shared:
     """The run's platform (`scenarios.platform`, replication 0, r0 and rt trained) and the
-    Plackett–Luce logger's `placement` for each temperature a cell uses (it depends on the
-    temperature alone: r0's scores and G are the same in every regime)."""
+    Plackett–Luce logger's estimated `feed.placement` for each temperature a cell uses (it depends
+    on the temperature alone: r0's scores and G are the same in every regime)."""
     platform: S.Platform
-    placements: dict[float, jax.Array]
+    placements: dict[float, feed.Placement]
 
 
 def setup(key, config: RegimesConfig) -> Shared:
@@ -133,9 +132,13 @@ def setup(key, config: RegimesConfig) -> Shared:
     platform = S.platform(key, config.scenario, 0, (S.Trained("r0"), S.Trained("rt")))
     r0 = S.scores(platform, S.Trained("r0"))
     temperatures = sorted({cell_dials(config, point).temperature for point in grid_points(config)} - {0.0})
-    return Shared(platform, {t: placement(shared_key(key, "placement"),
-                                          logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=t)),
-                                          platform.world.n_users, config.exposure_samples) for t in temperatures})
+    contexts = np.arange(platform.world.n_users)
+
+    def logger(temperature: float) -> feed.Policy:
+        return logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=temperature))
+
+    return Shared(platform, {t: feed.placement(shared_key(key, "placement"), logger(t), contexts,
+                                               num_samples=config.exposure_samples) for t in temperatures})
 
 
 # ---- one regime ------------------------------------------------------------------------------------
@@ -179,53 +182,6 @@ def logger_policy(platform: S.Platform, r0: feed.ItemFn, dials: Dials) -> feed.P
         return S.logging_policy(platform, LEVEL, r0)
     ranker = feed.PlackettLuce(feed.from_table(_standardised(r0.params)), jnp.float32(dials.temperature))
     return feed.Policy(platform.candidates[LEVEL], ranker, S.level_config(platform.config, LEVEL).feed_length)
-
-
-@functools.partial(jax.jit, static_argnames=("feed_length", "num_samples"))
-def _placement(key, logits, feed_length: int, num_samples: int):
-    def sample(k):
-        order = jnp.argsort(-(logits + jax.random.gumbel(k, logits.shape)), axis=1)            # [X, N]
-        position = jnp.argsort(order, axis=1)
-        ordered = jnp.take_along_axis(logits, order, axis=1)
-        log_rest = jax.lax.cumlogsumexp(ordered[:, ::-1], axis=1)[:, ::-1][:, :feed_length]     # log Z_i
-        available = position[:, :, None] >= jnp.arange(feed_length)[None, None, :]
-        return jnp.where(available, jnp.exp(logits[:, :, None] - log_rest[:, None, :]), 0.0)
-
-    total = jax.lax.fori_loop(0, num_samples, lambda r, acc: acc + sample(jax.random.fold_in(key, r)),
-                              jnp.zeros((*logits.shape, feed_length)))
-    return total / num_samples
-
-
-def placement(key, policy: feed.Policy, num_contexts: int, num_samples: int) -> jax.Array:
-    """P̂(a at rank i | x) of a Plackett–Luce policy on fixed candidates, for each context's
-    candidates and every shown rank: the mean over `num_samples` sampled rankings σ of the
-    conditional placement probability  1[a not in σ_1..σ_{i−1}] · w_a / Z_i,  w = exp(score / T),
-    Z_i = the sum of w over the candidates not yet placed — unbiased for P(a at rank i) and positive
-    at rank 1 for every candidate (Oosterhuis, SIGIR'21, PL-Rank's estimator with the view model
-    factored out, so that one set of samples serves every day's view model). f32[X, N, K]."""
-    if not isinstance(policy.ranker, feed.PlackettLuce) or not isinstance(policy.generator, feed.FixedCandidates):
-        raise ValueError("placement needs a Plackett–Luce ranker on fixed candidates")
-    contexts = jnp.arange(num_contexts, dtype=jnp.int32)
-    candidates = feed.sample_candidates(None, policy.generator, contexts)
-    logits = feed.item_values(policy.ranker.scores, contexts, candidates) / policy.ranker.temperature
-    return _placement(key, logits, policy.feed_length, num_samples)
-
-
-@functools.partial(jax.jit, static_argnames=("num_items",))
-def _placement_table(placement_, candidates, survival, num_items: int):
-    values = jnp.einsum("xnk,k->xn", placement_, survival)
-    rows = jnp.arange(candidates.shape[0])[:, None]
-    return jnp.zeros((candidates.shape[0], num_items), jnp.float32).at[rows, candidates].set(values)
-
-
-def exposure_table(policy: feed.Policy, view, num_contexts: int, placement_=None) -> jax.Array:
-    """ε(x, a) f32[X, A] under `view` (KDD'24 Eq. 6): exact (`feed.exposure`) for Sort and
-    ε-greedy rankers, Σ_i P̂(a at i | x) S(i) from `placement` for the Plackett–Luce logger."""
-    if placement_ is None:
-        return feed.exposure(None, policy, view, np.arange(num_contexts)).mean
-    candidates = feed.sample_candidates(None, policy.generator, jnp.arange(num_contexts, dtype=jnp.int32))
-    survival = feed.view_probability(view, policy.feed_length)
-    return _placement_table(placement_, candidates, survival, feed.num_items(policy))
 
 
 @jax.jit
@@ -295,20 +251,19 @@ def correlated_estimates(data: dict, targets: dict) -> dict[tuple[str, str], tup
     return {(key, name): estimates[key, name] for key in CORRELATED for name in SERIES}
 
 
-def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict, log_tables: dict,
-                 placement_, d: int) -> list[dict]:
+def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict,
+                 placements: dict, log_tables: dict, d: int) -> list[dict]:
     """Records of one day of a regime (`COLUMNS` less map, x, y, replication). policies: {"R0":
-    R₀, label: target}; log_tables: their exposure tables under the log discount (the same every
-    day); placement_: the Plackett–Luce logger's `placement` (None for ε-greedy); the platform
-    carries the regime's scenario config."""
+    R₀, label: target}; placements: their `feed.placement` (the same every day: exact for the
+    Sort and ε-greedy rankers, estimated for the Plackett–Luce logger); log_tables: their exposure
+    tables under the log discount; the platform carries the regime's scenario config."""
     lv = S.level_config(platform.config, LEVEL)
-    n_users = platform.world.n_users
+    n_items = platform.world.n_items
     today = S.day(platform, LEVEL, d)
     scenario = today.scenario
 
     def tables(view) -> dict:
-        return {name: exposure_table(p, view, n_users, placement_ if name == "R0" else None)
-                for name, p in policies.items()}
+        return {name: feed.placement_exposure(placed, view, n_items) for name, placed in placements.items()}
 
     true = tables(scenario.view)
     log = feed.simulate(key, scenario, policies["R0"], dials.log_sessions, day=d, logging_exposure=true["R0"])
@@ -352,10 +307,11 @@ def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict
     policies = {"R0": logger_policy(platform, r0, dials),
                 **{name: feed.Policy(generator, feed.Sort(scores), feed_length) for name, scores in rankers.items()}}
     base = shared_key(key, f"replication:{cell['replication']}")
-    n_users = platform.world.n_users
-    placement_ = None if dials.temperature == 0 else shared.placements[dials.temperature]
-    log_tables = {name: exposure_table(p, feed.Logarithmic(), n_users, placement_ if name == "R0" else None)
-                  for name, p in policies.items()}
+    contexts = np.arange(platform.world.n_users)
+    placements = {name: (shared.placements[dials.temperature] if name == "R0" and dials.temperature > 0
+                         else feed.placement(None, p, contexts)) for name, p in policies.items()}
+    log_tables = {name: feed.placement_exposure(placed, feed.Logarithmic(), platform.world.n_items)
+                  for name, placed in placements.items()}
     activity = np.asarray(jax.nn.softmax(platform.world.user_log_activity), np.float64)     # the base user mix
     out = [{"day": -1, "signal": "", "target": name, "quantity": "lost", "m": math.nan,
             "value": float(np.asarray(ope.support_loss(log_tables["R0"], table), np.float64) @ activity)}
@@ -363,7 +319,7 @@ def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict
     days = config.paper_days if points[0]["map"] == PAPER else config.scenario.days
     for t in range(days):
         d = cell["replication"] * days + t
-        records = _day_records(jax.random.fold_in(base, t), platform, config, dials, policies, log_tables, placement_,
+        records = _day_records(jax.random.fold_in(base, t), platform, config, dials, policies, placements, log_tables,
                                d)
         out += [{"day": d, **record} for record in records]
     return [{**point, "replication": cell["replication"], **record} for point in points for record in out]

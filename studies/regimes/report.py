@@ -811,7 +811,7 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
               "'tie' and 'unclear' mean not established, not equal). (d) is computed on the first-level feed only; "
               "the paper's Fig. 1 pools both levels. Correlations "
               "use the exact online reward, not an A/B estimate. The Plackett–Luce logger's propensities are "
-              f"estimated from {config.exposure_samples} sampled rankings per user (`placement`), which a "
+              f"estimated from {config.exposure_samples} sampled rankings per user (`feed.placement`), which a "
               "production system would have to do as well; the ε-greedy logger's are exact. (d) pools the "
               "improving targets with the harmful one, so its TPR mixes small and large effects; its truth is the "
               "sign of the exact online difference, not a significant A/B test."]

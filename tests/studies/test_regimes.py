@@ -159,36 +159,6 @@ def test_correlated_estimates_match_a_direct_computation():
         assert out["ndcg_zero", name] == pytest.approx((zero.mean(), zero.std(ddof=1) / math.sqrt(n)), rel=1e-4)
 
 
-def _pl_policy(scores: np.ndarray, candidates: np.ndarray, temperature: float, k: int) -> feed.Policy:
-    return feed.Policy(feed.FixedCandidates(jnp.asarray(candidates, jnp.int32), scores.shape[1]),
-                       feed.PlackettLuce(feed.from_table(scores), jnp.float32(temperature)), k)
-
-
-def test_placement_is_unbiased_for_the_enumerated_plackett_luce_probabilities():
-    """P(a at rank 1) = w_a / Σw and P(a at rank 2) = Σ_{b≠a} (w_b / Σw) · w_a / (Σw − w_b), by
-    enumeration; each sample of the estimator lies in [0, 1], so 4 SE <= 2 / sqrt(n)."""
-    rng = np.random.default_rng(5)
-    scores = rng.normal(size=(3, 7)).astype(np.float32)
-    candidates = np.array([[0, 2, 4, 6], [1, 2, 3, 5], [6, 5, 4, 3]])
-    policy = _pl_policy(scores, candidates, 0.7, 2)
-    n = 20_000
-    estimate = np.asarray(regimes.placement(jax.random.key(3), policy, 3, n))               # [3, 4, 2]
-    for x in range(3):
-        w = np.exp(scores[x, candidates[x]].astype(np.float64) / np.float32(0.7))
-        first = w / w.sum()
-        second = np.array([sum(first[b] * w[a] / (w.sum() - w[b]) for b in range(4) if b != a) for a in range(4)])
-        np.testing.assert_allclose(estimate[x, :, 0], first, rtol=1e-3)   # rank 1: exact up to float32 sums
-        assert np.all(np.abs(estimate[x, :, 1] - second) <= 2 / math.sqrt(n))
-    view = feed.Exponential(jnp.float32(0.6))
-    table = np.asarray(regimes.exposure_table(policy, view, 3, regimes.placement(jax.random.key(4), policy, 3, n)))
-    survival = np.asarray(feed.view_probability(view, 2), np.float64)
-    reference = np.asarray(feed.exposure(jax.random.key(5), policy, view, np.arange(3), num_samples=4000).mean)
-    assert np.all(table[np.arange(3)[:, None], candidates] > 0)
-    assert np.abs(table - reference).max() <= 2 * (survival.sum() / math.sqrt(n) + survival.sum() / math.sqrt(4000))
-    with pytest.raises(ValueError, match="Plackett"):
-        regimes.placement(jax.random.key(0), dataclasses.replace(policy, ranker=feed.Sort(policy.ranker.scores)), 3, 2)
-
-
 def test_table_value_is_the_online_value_of_an_exact_policy():
     rng = np.random.default_rng(2)
     x, a = 6, 9
@@ -197,7 +167,7 @@ def test_table_value_is_the_online_value_of_an_exact_policy():
                                                                                          jnp.float32), ("s", "t"))
     policy = feed.Policy(feed.all_items(a), feed.EpsilonGreedy(feed.Sort(feed.from_table(
         rng.normal(size=(x, a)).astype(np.float32))), jnp.float32(0.3)), 5)
-    table = regimes.exposure_table(policy, scenario.view, x)
+    table = feed.placement_exposure(feed.placement(None, policy, np.arange(x)), scenario.view, a)
     np.testing.assert_allclose(regimes.table_value(scenario, table), feed.online_value(None, scenario, policy).mean,
                                rtol=1e-5)
 
