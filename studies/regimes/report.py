@@ -93,6 +93,31 @@ VERDICT_SERIES = {"a": (TARGET,), "b": (TARGET,), "c": SERIES}
 SERIES_LABELS = {TARGET: "R_t", "R0": "R₀"}
 
 
+#: the verdict tables' column: does the verdict survive leaving out any one replication?
+STABLE = "stable leaving one out"
+
+
+def leave_one_out_stable(values, rule) -> bool | None:
+    """Whether ``rule`` (values -> verdict) gives the verdict of all the values again with each one
+    of them left out in turn; None with fewer than 3 values (a subset would have no SE). NaN values
+    (the r of a constant series) are left out first. A verdict that is not stable rests on one
+    replication: it sits within one replication's reach of the 2-SE line."""
+    values = np.asarray(values, np.float64)
+    values = values[~np.isnan(values)]
+    if values.size < 3:
+        return None
+    full = rule(values)
+    return all(rule(np.delete(values, i)) == full for i in range(values.size))
+
+
+def _verdict_a_of(values: np.ndarray) -> str:
+    return verdict_a(float(values.mean()), reporting.standard_error(values))
+
+
+def _paired_of(values: np.ndarray) -> str:
+    return reporting.paired_verdict(values).verdict
+
+
 def _scope(series: str, replications: int) -> str:
     """What one verdict row is judged on (the `scope` column of the verdict tables)."""
     return (f"{SERIES_LABELS.get(series, series)}'s daily series, one signal; mean and SE over {replications} "
@@ -102,7 +127,8 @@ def _scope(series: str, replications: int) -> str:
 def verdicts(corr: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The verdicts (a)–(c) per (map, x, y, signal, series) over replications (package docstring;
     `VERDICT_SERIES`: (a) and (b) on R_t's series, (c) on R_t's and R₀'s); the paired ones by
-    `reporting.paired_verdict` over replications."""
+    `reporting.paired_verdict` over replications; each with whether it survives leaving out any one
+    replication (`STABLE`, `leave_one_out_stable`)."""
     keys = [*CELL, "signal", "series"]
     wide = corr.set_index([*keys, "replication", "estimator"]).r.unstack("estimator").reset_index()
     wide = _series_first(wide, "series")          # unstack sorted the series: R_t's rows first again
@@ -118,13 +144,15 @@ def verdicts(corr: pd.DataFrame) -> dict[str, pd.DataFrame]:
         if series in VERDICT_SERIES["a"]:
             mean, se = at("dcg_pbm_q")
             out["a"].append({**base, "statistic": "mean r DCG (pbm, Q̂)", "value": mean, "se": se,
-                             "verdict": verdict_a(mean, se)})
+                             "verdict": verdict_a(mean, se),
+                             STABLE: leave_one_out_stable(group["dcg_pbm_q"].to_numpy(), _verdict_a_of)})
         for name, (better, worse) in PAIRED.items():
             if series not in VERDICT_SERIES[name]:
                 continue
-            paired = reporting.paired_verdict(group[better].to_numpy() - group[worse].to_numpy())
+            differences = group[better].to_numpy() - group[worse].to_numpy()
+            paired = reporting.paired_verdict(differences)
             row = {**base, "statistic": f"r {ESTIMATORS[better]} − r {ESTIMATORS[worse]}", "value": paired.mean,
-                   "se": paired.se, "verdict": paired.verdict}
+                   "se": paired.se, "verdict": paired.verdict, STABLE: leave_one_out_stable(differences, _paired_of)}
             for estimator in (better, worse):
                 row[_r_column(estimator)] = at(estimator)[0]
             if name == "b":
@@ -740,6 +768,7 @@ def _verdict_map_lines(config: RegimesConfig, every: dict) -> list[str]:
         f"{int(every['b']['nDCG opposite sign'].sum())} of {len(every['b'])} (grid point, signal) pairs.",
         "- (c) *learnt pbm and Q̂ beat log and C* (r of DCG (pbm, Q̂) − r of DCG (log, C), paired):",
         *_regions(config, every["c"]),
+        _stability_line(config, every),
         f"- (d) *clipped DCG detects improvements with few false positives, best at moderate m* (holds: TPR >= 0.5 "
         f"and FPR <= 0.05 (or no truly harmful setting) at the best m, a finite m beating m = ∞ by 2 SE; partly: "
         f"detection without the moderate-m gain), pooled over signals, days, replications and targets "
@@ -747,6 +776,18 @@ def _verdict_map_lines(config: RegimesConfig, every: dict) -> list[str]:
         f"{', '.join(S.ranker_label(r) for r in config.harmful)} (harmful); every setting's truth is the exact "
         f"online difference:", *_regions(config, every["d"], by_signal=False),
     ]
+
+
+def _stability_line(config: RegimesConfig, every: dict) -> str:
+    """How many verdicts of (a)–(c) keep their value whichever one replication is left out
+    (`leave_one_out_stable`)."""
+    counts = []
+    for name in "abc":
+        judged = every[name][STABLE].dropna() if STABLE in every[name] else pd.Series(dtype=bool)
+        counts.append(f"{int(judged.astype(bool).sum())} of {len(judged)} ({name})")
+    return (f"- Leaving out any one of the {config.replications} replications keeps {', '.join(counts)} verdicts "
+            f"as they are; the others rest on a single replication (column `{STABLE}` of the verdict tables, "
+            "empty with fewer than 3 replications).")
 
 
 def _level_text(config: RegimesConfig) -> str:

@@ -453,3 +453,19 @@ def test_the_signal_map_says_which_property_of_watch_sets_ndcgs_sign(signs, read
              **{f"se[{label}]": 0.1 for label in labels}} for (x, y), sign in signs.items()]
     assert reading in report_module._signal_text(pd.DataFrame(rows))
     assert "not isolated" in report_module._signal_text(pd.DataFrame(rows).assign(map="engagement"))
+
+
+def test_a_verdict_that_rests_on_one_replication_is_not_stable_leaving_one_out():
+    """Five well-separated differences keep "holds" whichever one is left out; a "holds" at 2.6 SE
+    (0.16 ± 0.062) becomes a tie without 0.3, 0.25 or 0.2; with fewer than three values there is
+    nothing to judge. The verdict tables carry the column."""
+    rule = lambda values: reporting.paired_verdict(values).verdict          # noqa: E731
+    assert report_module.leave_one_out_stable([0.5, 0.6, 0.55, 0.52, 0.58], rule) is True
+    borderline = [0.1, 0.3, -0.05, 0.25, 0.2]
+    assert rule(np.array(borderline)) == "holds" and rule(np.array([0.1, -0.05, 0.25, 0.2])) == "tie"
+    assert report_module.leave_one_out_stable(borderline, rule) is False
+    assert report_module.leave_one_out_stable([0.5, np.nan, 0.6], rule) is None         # two finite values
+    strong = {"dcg_pbm_q": [0.9, 0.8, 0.85], "ndcg_skip": [-0.5, -0.6, -0.4], "dcg_log_c": [0.88, 0.81, 0.86],
+              "dcg_log_q": [0.9, 0.8, 0.8], "dcg_pbm_c": [0.9, 0.8, 0.8], "ndcg_zero": [0.1, 0.2, 0.0]}
+    out = regimes.verdicts(_verdict_frame(strong))
+    assert bool(out["a"].iloc[0][report_module.STABLE]) and bool(out["b"].iloc[0][report_module.STABLE])
