@@ -376,6 +376,20 @@ def test_uniform_exploration_of_few_candidates_gives_every_ordered_prefix_alike(
     assert max(abs(c / n - p) for c in counts.values()) <= 4 * math.sqrt(p * (1 - p) / n)
 
 
+def test_uniform_exploration_of_2_to_the_16_candidates_or_more_takes_the_top_k_of_noise():
+    """`uniform_prefix` draws an index with `_scaled_index`, exact below 2^16 candidates only; a
+    larger candidate set explores by the top K of uniform noise: distinct ids, every one a candidate."""
+    A, K, n = 2**16 + 7, 4, 64
+    policy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(np.zeros((1, A), np.float32))),
+                                                              1.0), K)
+    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(11), policy, jnp.zeros(n, jnp.int32)))
+    assert shown.min() >= 0 and shown.max() < A
+    assert np.all(np.sort(shown, axis=1)[:, 1:] != np.sort(shown, axis=1)[:, :-1])
+    assert len(np.unique(shown[:, 0])) > n - 3                     # not stuck on a few ids
+    with pytest.raises(ValueError, match="num_candidates < 2\\^16"):
+        sampling.uniform_prefix(jax.random.key(0), 2, 2**16, 3)
+
+
 def test_per_context_fixed_candidates_from_top_k_match_top_k():
     """`top_k_candidates` precomputes TopK's sets: the sets equal a per-context stable argsort, and
     policies on them give TopK's exact exposures and rankings (ε-greedy samples with one key)."""

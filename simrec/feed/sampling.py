@@ -122,6 +122,9 @@ def uniform_prefix(key: jax.Array, num_rows: int, num_candidates: int, length: i
     `random_words`), in the [k, rows] layout so that each step writes one row of contiguous
     memory — several times faster on a CPU than the top `length` of uniform noise. Needs
     num_candidates < 2^16 (`_scaled_index`) and length <= num_candidates.  i32[num_rows, length]."""
+    if not length <= num_candidates < 2**16:
+        raise ValueError(f"uniform_prefix needs length <= num_candidates < 2^16, got length {length} and "
+                         f"num_candidates {num_candidates}")
     words = random_words(key, (length, num_rows))
     positions = jnp.broadcast_to(jnp.arange(num_candidates, dtype=jnp.int32)[:, None], (num_candidates, num_rows))
     columns = jnp.arange(num_rows)
@@ -354,8 +357,11 @@ def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int
             positions = _draw_ranking(k_uniform, None, None, contexts, k, feed_length, need,
                                       lambda rows: jnp.zeros((rows.shape[0], k)))
             uniform = to_items(positions)
-        else:
+        elif k < 2**16:
             uniform = to_items(uniform_prefix(k_uniform, n, k, feed_length))
+        else:                                      # beyond `_scaled_index`: the top K of uniform noise
+            shuffle = jax.lax.top_k(jax.random.uniform(k_uniform, candidates.shape), feed_length)[1]
+            uniform = jnp.take_along_axis(candidates, shuffle, axis=1)
         base = _rank_candidates(k_base, ranker.base, contexts, candidates, feed_length, tables, need, fixed)
         return jnp.where(explore[:, None], uniform, base)
     raise TypeError(f"unknown ranker {type(ranker).__name__}")
