@@ -534,18 +534,6 @@ def test_sort_placement_is_the_sorted_position_and_gives_exposure_under_every_vi
                                    rtol=1e-6, atol=1e-7)
 
 
-def plackett_luce_rank_probabilities(logits, K):
-    """P(a at rank i) of a PL ranking over all permutations (float64).  [A, K]."""
-    A = logits.shape[0]
-    w = np.exp(logits - logits.max())
-    out = np.zeros((A, K))
-    for perm in itertools.permutations(range(A)):
-        p = np.prod([w[a] / w[list(perm[i:])].sum() for i, a in enumerate(perm)])
-        for i, a in enumerate(perm[:K]):
-            out[a, i] += p
-    return out
-
-
 @pytest.mark.parametrize("eps", [0.0, 0.3])
 def test_plackett_luce_placement_is_unbiased_for_the_enumerated_rank_probabilities(eps):
     """Each sample of the estimator lies in [0, 1] (sd <= 1/2), so 4 SE <= 2 / sqrt(n); rank 1's
@@ -559,7 +547,7 @@ def test_plackett_luce_placement_is_unbiased_for_the_enumerated_rank_probabiliti
                          feed.EpsilonGreedy(feed.PlackettLuce(feed.from_table(scores), jnp.float32(T)), eps), K)
     got = feed.placement(jax.random.key(3), policy, np.arange(X), num_samples=n)
     for x in range(X):
-        want = (1 - eps) * plackett_luce_rank_probabilities(scores[x, candidates[x]].astype(np.float64) / T, K)
+        want = (1 - eps) * prefix_marginals(scores[x, candidates[x]].astype(np.float64) / T, K).T      # [k, K]
         want += eps / candidates.shape[1]
         estimate = np.asarray(got.probability[x], np.float64)
         np.testing.assert_allclose(estimate[:, 0], want[:, 0], rtol=1e-3)     # exact up to float32 sums

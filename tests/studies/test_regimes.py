@@ -180,18 +180,21 @@ def _verdict_frame(values: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: three replications' r per estimator where DCG (pbm, Q̂) tracks online reward and nDCG has the opposite sign
+STRONG = {"dcg_pbm_q": [0.9, 0.8, 0.85], "ndcg_skip": [-0.5, -0.6, -0.4], "dcg_log_c": [0.88, 0.81, 0.86],
+          "dcg_log_q": [0.9, 0.8, 0.8], "dcg_pbm_c": [0.9, 0.8, 0.8], "ndcg_zero": [0.1, 0.2, 0.0]}
+
+
 def test_correlation_verdicts_need_two_standard_errors():
-    strong = {"dcg_pbm_q": [0.9, 0.8, 0.85], "ndcg_skip": [-0.5, -0.6, -0.4], "dcg_log_c": [0.88, 0.81, 0.86],
-              "dcg_log_q": [0.9, 0.8, 0.8], "dcg_pbm_c": [0.9, 0.8, 0.8], "ndcg_zero": [0.1, 0.2, 0.0]}
-    out = regimes.verdicts(_verdict_frame(strong))
+    out = regimes.verdicts(_verdict_frame(STRONG))
     a, b, c = (out[name].iloc[0] for name in "abc")
     assert a.verdict == "holds" and a.value == pytest.approx(0.85)
     assert b.verdict == "holds" and bool(b["nDCG opposite sign"])
     assert c.verdict == "tie"                         # +0.0 ± 0.01: no difference beyond 2 SE
-    weak = dict(strong, dcg_pbm_q=[0.1, -0.1, 0.05], dcg_log_c=[0.9, 0.85, 0.88])
+    weak = dict(STRONG, dcg_pbm_q=[0.1, -0.1, 0.05], dcg_log_c=[0.9, 0.85, 0.88])
     out = regimes.verdicts(_verdict_frame(weak))
     assert out["a"].iloc[0].verdict == "fails" and out["c"].iloc[0].verdict == "fails"
-    single = {k: v[:1] for k, v in strong.items()}    # one replication: no SE, no verdict
+    single = {k: v[:1] for k, v in STRONG.items()}    # one replication: no SE, no verdict
     assert set(regimes.verdicts(_verdict_frame(single))["a"].verdict) == {"unclear"}
 
 
@@ -465,7 +468,5 @@ def test_a_verdict_that_rests_on_one_replication_is_not_stable_leaving_one_out()
     assert rule(np.array(borderline)) == "holds" and rule(np.array([0.1, -0.05, 0.25, 0.2])) == "tie"
     assert report_module.leave_one_out_stable(borderline, rule) is False
     assert report_module.leave_one_out_stable([0.5, np.nan, 0.6], rule) is None         # two finite values
-    strong = {"dcg_pbm_q": [0.9, 0.8, 0.85], "ndcg_skip": [-0.5, -0.6, -0.4], "dcg_log_c": [0.88, 0.81, 0.86],
-              "dcg_log_q": [0.9, 0.8, 0.8], "dcg_pbm_c": [0.9, 0.8, 0.8], "ndcg_zero": [0.1, 0.2, 0.0]}
-    out = regimes.verdicts(_verdict_frame(strong))
+    out = regimes.verdicts(_verdict_frame(STRONG))
     assert bool(out["a"].iloc[0][report_module.STABLE]) and bool(out["b"].iloc[0][report_module.STABLE])
