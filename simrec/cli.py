@@ -496,7 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "Dask cluster of --workers processes) or dask://HOST:PORT / tcp://HOST:PORT "
                        "(a running Dask scheduler); needs pip install 'simrec[cluster]'")
         p.add_argument("--workers", type=_workers, default=None, metavar="N",
-                       help="worker processes of --executor dask (default: one per core)")
+                       help="cells computed at once: threads of --executor local (default: the "
+                       "study's cell_threads) or worker processes of --executor dask (default: one per core)")
         p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                        help="multi-host run: the address of process 0 (with --num-processes and "
                        "--process-id; without them, SLURM / Open MPI / JAX_COORDINATOR_ADDRESS "

@@ -16,7 +16,12 @@ instead rebuilt once on each worker (``setup`` is a pure function of the root ke
 
 Executor strings (``simrec run STUDY --executor ...``):
 
-* ``local``: compute cells one after another in this process (the default);
+* ``local``: compute cells in this process (the default): one after another, or ``workers``
+  at a time in threads (default: the study's `simrec.runner.Study.cell_threads`). Threads pay
+  where a cell is a long chain of small XLA programs (sampled-pair SGD with early stopping), which
+  leaves a core idle between dispatches; cells share the setup and the model store, and each
+  thread computes in a copy of the caller's context. A multi-host run computes one cell at a
+  time (its collectives need the same order on every process);
 * ``dask``: start a `distributed.LocalCluster` of ``workers`` single-threaded worker processes
   on this machine (default: one per core) for the duration of the command;
 * ``dask://HOST:PORT``, ``tcp://HOST:PORT``, ``tls://HOST:PORT``: connect to a running Dask
@@ -25,12 +30,14 @@ Executor strings (``simrec run STUDY --executor ...``):
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import pickle
 import re
 import time
 from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Iterator, Sequence
 
 __all__ = ["ExecutorError", "ExecutorSpec", "parse_executor", "Local", "DaskExecutor",
@@ -52,8 +59,9 @@ class ExecutorError(ValueError):
 @dataclass(frozen=True)
 class ExecutorSpec:
     """A parsed executor string. kind: ``"local"`` or ``"dask"``; address: the scheduler's
-    ``tcp://``/``tls://`` address, None for a local cluster; workers: worker processes of a local
-    cluster (None: one per core; always None for an existing scheduler)."""
+    ``tcp://``/``tls://`` address, None for a local cluster; workers: threads of ``local`` (None:
+    the study's ``cell_threads``) or worker processes of a local cluster (None: one per core;
+    always None for an existing scheduler)."""
     kind: str
     address: str | None = None
     workers: int | None = None
@@ -67,10 +75,7 @@ def parse_executor(text: str | None, workers: int | None = None) -> ExecutorSpec
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ExecutorError(f"--workers expects a positive integer, got {workers!r}")
     if value == "local":
-        if workers is not None and workers != 1:
-            raise ExecutorError("--workers needs --executor dask (the local executor computes "
-                                "cells one after another in this process)")
-        return ExecutorSpec("local")
+        return ExecutorSpec("local", None, workers)
     if value == "dask":
         spec = ExecutorSpec("dask", None, workers)
     elif match := _ADDRESS.match(value):
@@ -102,17 +107,35 @@ def compute_cell(study, seed: int, config, cell, shared) -> tuple[list, float]:
 
 
 class Local:
-    """Cells one after another in this process, in cell order (today's loop)."""
+    """Cells in this process: one after another in cell order, or ``threads`` at a time (None:
+    the study's ``cell_threads``), handed back as each finishes. An interrupted or failed map
+    cancels the cells not started and waits for the running ones (their rows are dropped)."""
 
-    spec = ExecutorSpec("local")
+    def __init__(self, threads: int | None = None):
+        self.spec = ExecutorSpec("local", None, threads)
+        self.threads = threads
+        self._used = threads or 1
 
     def map(self, study, seed: int, config, todo: Sequence[tuple[int, dict]], shared,
             setup_address: str) -> Iterator[tuple[int, list, float]]:
-        for i, cell in todo:
-            yield (i, *compute_cell(study, seed, config, cell, shared))
+        import jax
+        threads = 1 if jax.process_count() > 1 else min(self.threads or study.cell_threads, max(len(todo), 1))
+        self._used = self.threads or study.cell_threads
+        if threads == 1:
+            for i, cell in todo:
+                yield (i, *compute_cell(study, seed, config, cell, shared))
+            return
+        pool = ThreadPoolExecutor(threads, thread_name_prefix=f"simrec-{study.name}")
+        try:
+            futures = {pool.submit(contextvars.copy_context().run, compute_cell, study, seed, config, cell,
+                                   shared): i for i, cell in todo}
+            for future in as_completed(futures):
+                yield (futures[future], *future.result())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def describe(self) -> dict:
-        return {"kind": "local", "address": None, "workers": 1}
+        return {"kind": "local", "address": None, "workers": self._used}
 
     def close(self) -> None:
         pass
@@ -252,4 +275,4 @@ def open_executor(spec: ExecutorSpec | str | None) -> Local | DaskExecutor:
     """The executor of a spec (or an executor string): `Local` or a lazily connecting
     `DaskExecutor`; use it as ``ex = open_executor(...); try: ... finally: ex.close()``."""
     spec = parse_executor(spec) if not isinstance(spec, ExecutorSpec) else spec
-    return Local() if spec.kind == "local" else DaskExecutor(spec)
+    return Local(spec.workers) if spec.kind == "local" else DaskExecutor(spec)

@@ -115,6 +115,9 @@ class Study:
     `simrec.datafiles.data_file`, which refuses any other file during a run. report_fields: dotted config fields left out of the cache address; they
     may choose which cells exist and how the report shows them, never a cell's value (put the
     value a cell needs into its coordinates), e.g. a grid field whose points are cells.
+    cell_threads: cells the local executor computes at once, in threads (`simrec.executor.Local`;
+    ``--workers`` overrides it). More than one pays for cells that are long chains of small XLA
+    programs, which keep one core busy at most; a cell's values do not depend on it.
     """
     name: str
     description: str
@@ -128,6 +131,7 @@ class Study:
     cache_setup: bool = False
     report_fields: tuple[str, ...] = ()
     expected_seconds: Mapping[str, float] = field(default_factory=dict)
+    cell_threads: int = 1
 
     def __post_init__(self):
         if not self.name.isidentifier():
@@ -140,6 +144,8 @@ class Study:
                                  f"use one of int, float, str, bool")
         if "default" not in self.presets:
             raise ValueError(f"study {self.name!r} needs a 'default' preset")
+        if isinstance(self.cell_threads, bool) or not isinstance(self.cell_threads, int) or self.cell_threads < 1:
+            raise ValueError(f"study {self.name!r}: cell_threads must be a positive integer, got {self.cell_threads!r}")
 
     def preset(self, name: str):
         if name not in self.presets:

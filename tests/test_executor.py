@@ -1,6 +1,6 @@
-"""Executors: study cells on a Dask cluster give byte-identical outputs to the local loop, the
-driver caches each cell as it arrives (a killed run resumes), and bad ``--executor`` values are
-one-line errors."""
+"""Executors: study cells computed in threads or on a Dask cluster give byte-identical outputs to
+the local loop, the driver caches each cell as it arrives (a killed run resumes), and bad
+``--executor`` values are one-line errors."""
 import json
 import sys
 import threading
@@ -10,7 +10,7 @@ import pytest
 
 from simrec import cli, executor, runner
 from tests.test_cli import toy_registry  # noqa: F401 - fixture
-from tests.test_runner import CALLS, TOY, ToyConfig, _outputs, toy_compute
+from tests.test_runner import CALLS, TOY, ToyConfig, _outputs, toy_compute, toy_setup
 
 
 # --------------------------------------------------------------------------------------------
@@ -20,6 +20,7 @@ from tests.test_runner import CALLS, TOY, ToyConfig, _outputs, toy_compute
 def test_executor_strings_parse_to_specs():
     assert executor.parse_executor(None) == executor.ExecutorSpec("local")
     assert executor.parse_executor("local") == executor.ExecutorSpec("local")
+    assert executor.parse_executor("local", 3) == executor.ExecutorSpec("local", None, 3)
     pytest.importorskip("distributed", reason="Dask distributed is not installed (pip install 'simrec[cluster]')")
     assert executor.parse_executor("dask", 3) == executor.ExecutorSpec("dask", None, 3)
     assert executor.parse_executor("dask://sched.example:8786") == \
@@ -33,7 +34,6 @@ def test_executor_strings_parse_to_specs():
     (["--executor", "dask://host:port"], "--executor expects one of local, dask"),
     (["--workers", "0", "--executor", "dask"], "--workers expects a positive integer, got 0"),
     (["--workers", "two"], "--workers expects a positive integer, got 'two'"),
-    (["--workers", "2"], "--workers needs --executor dask"),
 ])
 def test_bad_executor_values_are_one_line_errors_before_any_cell(toy_registry, tmp_path, capsys,  # noqa: F811
                                                                   argv, message):
@@ -56,6 +56,66 @@ def test_the_local_executor_is_the_default_and_recorded(tmp_path):
     runner.run(TOY, ToyConfig(draws=1), out=tmp_path / "out", progress=False)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["executor"] == {"kind": "local", "address": None, "workers": 1}
+
+
+# --------------------------------------------------------------------------------------------
+# Threads in this process
+# --------------------------------------------------------------------------------------------
+
+def test_cells_in_threads_give_the_sequential_outputs_and_cache(tmp_path):
+    runner.run(TOY, ToyConfig(), seed=5, out=tmp_path / "one", cache_dir=tmp_path / "c1", progress=False)
+    runner.run(TOY, ToyConfig(), seed=5, out=tmp_path / "three", cache_dir=tmp_path / "c3", progress=False,
+               executor=executor.Local(3))
+    assert _outputs(tmp_path / "one") == _outputs(tmp_path / "three")
+    rows = [{p.name: json.loads(p.read_text())["rows"] for p in (tmp_path / c / "toy").glob("[0-9a-f]*.json")}
+            for c in ("c1", "c3")]
+    assert len(rows[0]) == 9 and rows[0] == rows[1]
+    manifest = json.loads((tmp_path / "three" / "manifest.json").read_text())
+    assert manifest["executor"] == {"kind": "local", "address": None, "workers": 3}
+
+
+def _meeting_compute(key, config, cell, shared):
+    """TOY's compute, after meeting another cell's thread (a cell computed alone times out) and
+    checking that the run's model store is visible in this thread."""
+    from simrec.models import tuning
+    shared["meeting"].wait(timeout=60)
+    assert tuning._store.get() is not None, "the worker thread does not see the run's model store"
+    return toy_compute(key, config, cell, shared)
+
+
+def _meeting_setup(key, config):
+    return {**toy_setup(key, config), "meeting": threading.Barrier(2)}
+
+
+MEETING = replace(TOY, name="toy_meeting", setup=_meeting_setup, compute=_meeting_compute, cache_setup=False,
+                  cell_threads=2)
+
+
+def test_a_study_declaring_cell_threads_computes_that_many_cells_at_once(tmp_path):
+    for _ in range(2):                                  # computed, then re-rendered from the cache
+        runner.run(MEETING, ToyConfig(rates=(0.1, 0.5), draws=2), out=tmp_path / "out", progress=False)
+        manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+        assert manifest["executor"]["workers"] == 2 and manifest["cells"]["total"] == 4
+    assert manifest["cells"]["cached"] == 4
+    assert "computing every cell took" in runner.write_results_index(tmp_path).read_text()
+    assert "s, 2 cells at a time)" in runner.write_results_index(tmp_path).read_text()
+    with pytest.raises(ValueError, match="cell_threads must be a positive integer, got 0"):
+        replace(TOY, cell_threads=0)
+
+
+def test_an_interrupted_threaded_run_keeps_the_finished_cells_and_resumes(tmp_path):
+    CALLS.update(fail_after=4)
+    with pytest.raises(runner.RunInterrupted):
+        runner.run(TOY, ToyConfig(), out=tmp_path / "out", cache_dir=tmp_path / "c", progress=False,
+                   executor=executor.Local(2))
+    cached = len(list((tmp_path / "c" / "toy").glob("[0-9a-f]*.json")))
+    assert cached <= 4 and not (tmp_path / "out").exists()      # the failed cell and those after it are not cached
+    CALLS.update(n=0, fail_after=None)
+    summary = runner.run(TOY, ToyConfig(), out=tmp_path / "out", cache_dir=tmp_path / "c", progress=False,
+                         executor=executor.Local(2))
+    assert (summary.cells_computed, summary.cells_cached) == (9 - cached, cached) and CALLS["n"] == 9 - cached
+    runner.run(TOY, ToyConfig(), out=tmp_path / "clean", cache_dir=tmp_path / "c0", progress=False)
+    assert _outputs(tmp_path / "clean") == _outputs(tmp_path / "out")
 
 
 # --------------------------------------------------------------------------------------------

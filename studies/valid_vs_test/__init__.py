@@ -59,4 +59,5 @@ STUDY = Study(
     description="Lim et al. Table 2 extended: UBM measures (ATOP, ADG, Recall@10) agree on valid, "
                 "test and the unobserved relevant items P⁺∖O⁺; MAP and NDCG do not",
     presets=PRESETS, cells=lim.cells, setup=lim.setup, compute=lim.compute, report=report,
-    columns=lim.COLUMNS, data_files=lim.data_files, expected_seconds={"smoke": 30, "default": 16, "paper": 4000})
+    columns=lim.COLUMNS, data_files=lim.data_files, expected_seconds={"smoke": 30, "default": 16, "paper": 4000},
+    cell_threads=2)
