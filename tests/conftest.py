@@ -22,6 +22,9 @@ milliseconds, so the session
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import os
 import shutil
 import tempfile
@@ -44,10 +47,15 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 def _jax_caches_per_module():
     """Each test module starts from empty in-memory JAX caches: a worker runs many modules, and
     without this it keeps every program it compiled, growing past 2 GB; a later module that needs
-    one again reads it back from the shared persistent cache instead of compiling it."""
+    one again reads it back from the shared persistent cache instead of compiling it. The memory
+    freed is then handed back to the system (``malloc_trim``), which glibc does not do by itself
+    for memory freed in the middle of its heap."""
     yield
     import jax
     jax.clear_caches()
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):     # glibc only: give the freed heap back
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def pytest_unconfigure(config):

@@ -231,23 +231,28 @@ def make_dataset(key: jax.Array, data: DataConfig, name: str) -> Dataset:
     """The dataset `name` (a world preset or one of `REAL_DATASETS`) of the run with root key
     `key`; every draw comes from ``shared_key(key, f"{part}:{name}")``, so a dataset does not
     depend on the others."""
-    if name == REAL:
-        ratings = real_data.load_interactions(data_file(data.ratings_file))
-        observed = real_data.binarize(ratings, data.real_threshold)
-        unobserved = world = None
-    elif name == HETREC:
-        observed = listened(data_file(data.hetrec_file), data.hetrec_min_listeners)
-        unobserved = world = None
-    else:
-        world = user_subsample(shared_key(key, f"users:{name}"),
-                               make_world(shared_key(key, f"world:{name}"), name), data.n_users)
-        prior = missing.prior_relevant(shared_key(key, f"prior:{name}"), world)
-        observed = missing.observe_srs(shared_key(key, f"observe:{name}"), prior,
-                                       data.observation_rate)
-        unobserved = _relative_complement(prior, observed)
-    splits = missing.split_per_user(shared_key(key, f"split:{name}"), observed, data.fractions,
-                                    data.n_folds)
-    return Dataset(observed=observed, splits=tuple(splits), unobserved=unobserved, world=world)
+    if name not in REAL_DATASETS:
+        return world_dataset(key, data, name, WORLD_PRESETS[name])
+    observed = (real_data.binarize(real_data.load_interactions(data_file(data.ratings_file)), data.real_threshold)
+                if name == REAL else listened(data_file(data.hetrec_file), data.hetrec_min_listeners))
+    return Dataset(observed=observed, splits=_splits(key, data, name, observed), unobserved=None, world=None)
+
+
+def world_dataset(key: jax.Array, data: DataConfig, name: str, config) -> Dataset:
+    """The dataset of a world drawn from the `simrec.world.WorldConfig` `config` under the name
+    `name` (`make_dataset` with a world preset's own config): the world, sub-sampled to
+    ``data.n_users`` users, its P⁺, the SRS-observed O⁺, P⁺∖O⁺ and the folds."""
+    world = user_subsample(shared_key(key, f"users:{name}"),
+                           make_world(shared_key(key, f"world:{name}"), config), data.n_users)
+    prior = missing.prior_relevant(shared_key(key, f"prior:{name}"), world)
+    observed = missing.observe_srs(shared_key(key, f"observe:{name}"), prior, data.observation_rate)
+    return Dataset(observed=observed, splits=_splits(key, data, name, observed),
+                   unobserved=_relative_complement(prior, observed), world=world)
+
+
+def _splits(key: jax.Array, data: DataConfig, name: str, observed: sp.csr_matrix) -> tuple[missing.Split, ...]:
+    return tuple(missing.split_per_user(shared_key(key, f"split:{name}"), observed, data.fractions,
+                                        data.n_folds))
 
 
 def _relative_complement(whole: sp.csr_matrix, part: sp.csr_matrix) -> sp.csr_matrix:
@@ -497,18 +502,13 @@ def _fold_rows(cell: dict, fold: int, searched, best: int, sets, train: sp.csr_m
     return rows
 
 
-def compute(key: jax.Array, config, cell: dict, shared: Shared) -> list[dict]:
-    """Search the cell's method on fold 0 (`grid`, then `refine` at its best setting, each stage
+def search(key: jax.Array, ds: Dataset, training: TrainConfig, cell: dict) -> tuple[list, int]:
+    """The cell's method searched on fold 0 (`grid`, then `refine` at its best setting, each stage
     followed by up to `edge_steps` steps past the grid's edge while the best value sits on it,
-    `beyond_edge`), each setting evaluated on the held-out validation split; the best (validation
-    ADG, the first among
-    equals) is evaluated on every set of `evaluation_sets` and retrained (with early stopping on
-    its own validation split) and evaluated on every other fold. One record per trained setting,
-    fold, protocol, set and metric (`COLUMNS`), plus one `CURVE` record per point of each
-    validation curve. `key` is the run's root key: a model's initial parameters come from
-    ``fold_in(shared_key(key, "init:DATASET"), fold)``, the same for every method and setting."""
-    ds = shared.datasets[cell["dataset"]]
-    training, method = config.training, cell["method"]
+    `beyond_edge`), each setting evaluated on the held-out validation split: every searched
+    (`Fitted`, validation records) and the index of the best (validation ADG, the first among
+    equals)."""
+    method = cell["method"]
     sets = evaluation_sets(ds, 0)
     searched = []
     for axis, stage in enumerate((lambda best: grid(method, training),
@@ -521,8 +521,20 @@ def compute(key: jax.Array, config, cell: dict, shared: Shared) -> list[dict]:
             if not more:
                 break
             searched += _validated(key, ds, training, cell, 0, more, sets)
-    best = _best(searched)
-    rows = _fold_rows(cell, 0, searched, best, sets, ds.splits[0].train, training)
+    return searched, _best(searched)
+
+
+def compute(key: jax.Array, config, cell: dict, shared: Shared) -> list[dict]:
+    """Search the cell's method on fold 0 (`search`); the best setting is evaluated on every set
+    of `evaluation_sets` and retrained (with early stopping on its own validation split) and
+    evaluated on every other fold. One record per trained setting,
+    fold, protocol, set and metric (`COLUMNS`), plus one `CURVE` record per point of each
+    validation curve. `key` is the run's root key: a model's initial parameters come from
+    ``fold_in(shared_key(key, "init:DATASET"), fold)``, the same for every method and setting."""
+    ds = shared.datasets[cell["dataset"]]
+    training = config.training
+    searched, best = search(key, ds, training, cell)
+    rows = _fold_rows(cell, 0, searched, best, evaluation_sets(ds, 0), ds.splits[0].train, training)
     for fold in range(1, len(ds.splits)):
         sets = evaluation_sets(ds, fold)
         retrained = _validated(key, ds, training, cell, fold, [searched[best][0].setting], sets)

@@ -74,5 +74,5 @@ STUDY = Study(
                 "on the paper-like worlds, ml-latest-small and HetRec last.fm, wide grids selected by "
                 "validation ADG, paired tests over folds",
     presets=PRESETS, cells=lim.cells, setup=lim.setup, compute=lim.compute, report=report,
-    columns=lim.COLUMNS, data_files=lim.data_files, expected_seconds={"smoke": 40, "default": 225, "paper": 1650},
+    columns=lim.COLUMNS, data_files=lim.data_files, expected_seconds={"smoke": 40, "default": 225, "paper": 1200},
     cell_threads=2)
