@@ -80,6 +80,12 @@ def gate_table(models: pd.DataFrame, worlds: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def closest_world(gate: pd.DataFrame) -> pd.Series:
+    """The row of `gate_table` where the MF models beat SVD most often net of losing to it (the
+    first among equals)."""
+    return gate.loc[(gate["MF better than SVD"] - gate["MF worse than SVD"]).idxmax()]
+
+
 def claims(gate: pd.DataFrame, real: list[str]) -> list[reporting.Claim]:
     """Lim's SVD claim on each real dataset (this protocol: one fold, users paired), and whether
     any generator world reproduces it with MF models that learn more than popularity."""
@@ -98,27 +104,34 @@ def claims(gate: pd.DataFrame, real: list[str]) -> list[reporting.Claim]:
     out.append(reporting.Claim(
         SOURCE, "a simulated world where SVD is worse than both MF models on every measure while the MF models "
         "beat popularity on every measure", "(their datasets)",
-        f"{len(losing)} of {len(worlds)} worlds ({len(learning)} where MF beats popularity on every measure)",
+        f"{len(losing)} of {len(worlds)} worlds ({len(learning)} where MF beats popularity on every measure"
+        + (f"; closest: {closest_world(learning).world}, MF better than SVD in {closest_world(learning)['MF better than SVD']} "
+           f"of {closest_world(learning)['MF comparisons']}, worse in {closest_world(learning)['MF worse than SVD']}"
+           if len(learning) else "") + ")",
         "reproduced" if len(losing) else "differs in setting", where="table_gate"))
     return out
 
 
 def _figure(models: pd.DataFrame, stats: pd.DataFrame):
+    """Test NDCG of each tuned model against the taste dimension: a row of panels per base, a
+    panel per (popularity exponent, affinity scale)."""
     worlds = stats[stats.dim > 0]
-    panels = list(dict.fromkeys(zip(worlds.dataset, worlds.popularity_exponent, worlds.affinity_scale)))
+    bases = list(dict.fromkeys(worlds.dataset))
+    combos = list(dict.fromkeys(zip(worlds.popularity_exponent, worlds.affinity_scale)))
     ndcg = models[models.metric == LABELS["ndcg"]].merge(worlds[["world", *COORDINATES]], on="world")
-    fig, axes = reporting.figure(1, len(panels), width=3.4, height=3.2, sharey=True)
+    fig, axes = reporting.figure(len(bases), len(combos), width=3.4, height=3.2, sharey="row")
     with reporting.theme():
-        for ax, (base, exponent, scale) in zip(np.ravel(axes), panels):
-            part = ndcg[(ndcg.dataset == base) & (ndcg.popularity_exponent == exponent)
-                        & (ndcg.affinity_scale == scale)]
-            for method, line in part.groupby("method", sort=False):
-                ax.plot(line.dim, line.value, marker="o", label=method.replace("_", "-"))
-            ax.set_xscale("log", base=2)
-            ax.set_title(f"{base}: pop {exponent:g}, scale {scale:g}", fontsize=9)
-            ax.set_xlabel("taste dimension d")
-        np.ravel(axes)[0].set_ylabel("test NDCG (fold 0)")
-        np.ravel(axes)[0].legend(fontsize=7)
+        for row, base in enumerate(bases):
+            for ax, (exponent, scale) in zip(axes[row], combos):
+                part = ndcg[(ndcg.dataset == base) & (ndcg.popularity_exponent == exponent)
+                            & (ndcg.affinity_scale == scale)]
+                for method, line in part.groupby("method", sort=False):
+                    ax.plot(line.dim, line.value, marker="o", label=method.replace("_", "-"))
+                ax.set_xscale("log", base=2)
+                ax.set_title(f"{base}: pop {exponent:g}, scale {scale:g}", fontsize=9)
+                ax.set_xlabel("taste dimension d")
+            axes[row][0].set_ylabel("test NDCG (fold 0)")
+        axes[0][0].legend(fontsize=7)
         fig.suptitle("Tuned models' test NDCG as tastes get richer", fontsize=10)
         fig.tight_layout()
     return fig
@@ -152,6 +165,14 @@ def _summary(config: LimWorldsConfig, stats: pd.DataFrame, models: pd.DataFrame,
     lines.append(f"- The MF models beat popularity on every measure in {len(learning)} of {len(worlds)} worlds"
                  + (f" ({'; '.join(learning.world)}); SVD beats an MF model on at least one measure in "
                     f"{len(svd_ahead)} of them." if len(learning) else "."))
+    if len(learning):
+        closest = closest_world(learning)
+        lines.append(f"- Closest to Lim's finding among those: {closest.world}, where the MF models beat SVD in "
+                     f"{closest['MF better than SVD']} of {closest['MF comparisons']} comparisons and lose "
+                     f"{closest['MF worse than SVD']} (" + "; ".join(
+                         f"{method.replace('_', '-').upper()}: " + ", ".join(f"{r.metric} {r['vs svd']}" for _, r in part.iterrows())
+                         for method, part in models[(models.world == closest.world) & models.method.isin(MF_METHODS)]
+                         .groupby("method", sort=False)) + ").")
     for world in real:
         row = gate[gate.world == world].iloc[0]
         lines.append(f"- {world}: MF better than SVD in {row['MF better than SVD']} and worse in "
@@ -161,7 +182,8 @@ def _summary(config: LimWorldsConfig, stats: pd.DataFrame, models: pd.DataFrame,
     lines += ["", f"Statistics of O⁺ (table_statistics; effective rank: the fewest singular values holding "
               f"{ENERGY:.0%} of ||O⁺||²_F, {MAX_RANK + 1} meaning more than {MAX_RANK}), worlds' range against "
               "the real datasets:"]
-    lines += [f"- {name}: {simulated[name].min():.3g} to {simulated[name].max():.3g}"
+    lines += [f"- {name}: " + "; ".join(f"{base}-like worlds {part[name].min():.3g} to {part[name].max():.3g}"
+                                        for base, part in simulated.groupby("dataset", sort=False))
               + "".join(f"; {w} {v:.3g}" for w, v in zip(stats.world, stats[name]) if w in real)
               for name in STATISTICS[:-1]]
     edges = models[(models.at_edge != "") & (models.metric == LABELS[METRICS[0]])]
