@@ -234,13 +234,14 @@ class OutputFolder:
 
 def _wall_time(manifest: dict) -> str:
     """The run's wall time and, when cells came from the cache, what computing them took (the
-    sum of the cells' own seconds; ``N cells at a time`` when the executor had N workers)."""
+    sum of the cells' own seconds, "of cell time, N cells at a time" when the executor had N
+    workers: each cell's seconds then include the others' load, and their sum exceeds the wall time)."""
     text = f"{manifest['wall_time_s']:.0f} s"
     cells = manifest.get("cells", {})
     if cells.get("cached"):
         compute = cells.get("compute_s")
         workers = (manifest.get("executor") or {}).get("workers") or 1
-        at_once = f", {workers} cells at a time" if workers > 1 else ""
+        at_once = f" of cell time, {workers} cells at a time" if workers > 1 else ""
         text += (f" ({cells['cached']} of {cells['total']} cells cached; computing every cell took "
                  f"{compute:.0f} s{at_once})" if compute is not None else
                  f" ({cells['cached']} of {cells['total']} cells cached)")

@@ -98,7 +98,7 @@ def test_a_study_declaring_cell_threads_computes_that_many_cells_at_once(tmp_pat
         assert manifest["executor"]["workers"] == 2 and manifest["cells"]["total"] == 4
     assert manifest["cells"]["cached"] == 4
     assert "computing every cell took" in runner.write_results_index(tmp_path).read_text()
-    assert "s, 2 cells at a time)" in runner.write_results_index(tmp_path).read_text()
+    assert "s of cell time, 2 cells at a time)" in runner.write_results_index(tmp_path).read_text()
     with pytest.raises(ValueError, match="cell_threads must be a positive integer, got 0"):
         replace(TOY, cell_threads=0)
 

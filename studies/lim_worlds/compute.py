@@ -87,7 +87,7 @@ def _dataset(key: jax.Array, config, cell: dict) -> tuple[lim.Dataset, float]:
     return lim.world_dataset(key, config.data, cell["dataset"], world), world.offset
 
 
-def _edges(method: str, searched, best: int) -> str:
+def _edges(method: str, searched) -> str:
     """The searched axes (`lim.AXES`) whose selected value is the smallest or largest searched."""
     if method not in lim.AXES:
         return ""
@@ -118,7 +118,7 @@ def compute(key: jax.Array, config, cell: dict, shared=None) -> list[dict]:
         values[method] = metrics.evaluate(fitted.score_block, split.test, exclude=split.train + split.valid,
                                           metrics=lim.METRICS)
         chosen[method] = {"l2": float(fitted.setting["l2"]), "lr": float(fitted.setting["lr"]),
-                          "rank": int(fitted.setting["rank"]), "at_edge": _edges(method, searched, best)}
+                          "rank": int(fitted.setting["rank"]), "at_edge": _edges(method, searched)}
     for method, per_user in values.items():
         for spec in lim.METRICS:
             paired = {}
