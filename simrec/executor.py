@@ -113,14 +113,13 @@ class Local:
 
     def __init__(self, threads: int | None = None):
         self.spec = ExecutorSpec("local", None, threads)
-        self.threads = threads
-        self._used = threads or 1
+        self._used = threads or 1                  # the threads of the last map, for `describe`
 
     def map(self, study, seed: int, config, todo: Sequence[tuple[int, dict]], shared,
             setup_address: str) -> Iterator[tuple[int, list, float]]:
         import jax
-        threads = 1 if jax.process_count() > 1 else min(self.threads or study.cell_threads, max(len(todo), 1))
-        self._used = self.threads or study.cell_threads
+        self._used = self.spec.workers or study.cell_threads
+        threads = 1 if jax.process_count() > 1 else min(self._used, max(len(todo), 1))
         if threads == 1:
             for i, cell in todo:
                 yield (i, *compute_cell(study, seed, config, cell, shared))

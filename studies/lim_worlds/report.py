@@ -80,6 +80,12 @@ def gate_table(models: pd.DataFrame, worlds: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def learning_worlds(gate: pd.DataFrame, real: list[str]) -> pd.DataFrame:
+    """The simulated rows of `gate_table` where both MF models beat popularity on every measure."""
+    worlds = gate[~gate.world.isin(real)]
+    return worlds[worlds["MF better than popularity"] == worlds["MF comparisons"]]
+
+
 def closest_world(gate: pd.DataFrame) -> pd.Series:
     """The row of `gate_table` where the MF models beat SVD most often net of losing to it (the
     first among equals)."""
@@ -99,15 +105,17 @@ def claims(gate: pd.DataFrame, real: list[str]) -> list[reporting.Claim]:
                                    f"MF better than SVD in {row['MF better than SVD']} of {row['MF comparisons']}, "
                                    f"worse in {row['MF worse than SVD']}", verdict, where="table_gate"))
     worlds = gate[~gate.world.isin(real)]
-    learning = worlds[worlds["MF better than popularity"] == worlds["MF comparisons"]]
+    learning = learning_worlds(gate, real)
     losing = learning[learning["SVD loses on every measure"] == "yes"]
+    closest = ""
+    if len(learning):
+        row = closest_world(learning)
+        closest = (f"; closest: {row.world}, MF better than SVD in {row['MF better than SVD']} of "
+                   f"{row['MF comparisons']}, worse in {row['MF worse than SVD']}")
     out.append(reporting.Claim(
         SOURCE, "a simulated world where SVD is worse than both MF models on every measure while the MF models "
         "beat popularity on every measure", "(their datasets)",
-        f"{len(losing)} of {len(worlds)} worlds ({len(learning)} where MF beats popularity on every measure"
-        + (f"; closest: {closest_world(learning).world}, MF better than SVD in {closest_world(learning)['MF better than SVD']} "
-           f"of {closest_world(learning)['MF comparisons']}, worse in {closest_world(learning)['MF worse than SVD']}"
-           if len(learning) else "") + ")",
+        f"{len(losing)} of {len(worlds)} worlds ({len(learning)} where MF beats popularity on every measure{closest})",
         "reproduced" if len(losing) else "differs in setting", where="table_gate"))
     return out
 
@@ -141,7 +149,7 @@ def _summary(config: LimWorldsConfig, stats: pd.DataFrame, models: pd.DataFrame,
              real: list[str]) -> str:
     worlds = gate[~gate.world.isin(real)]
     losing = worlds[worlds["SVD loses on every measure"] == "yes"]
-    learning = worlds[worlds["MF better than popularity"] == worlds["MF comparisons"]]
+    learning = learning_worlds(gate, real)
     svd_ahead = learning[learning["MF worse than SVD"] > 0]
     described = SimpleNamespace(worlds=config.bases, methods=config.methods)       # budget_text's fields
     lines = [budget_text(described, config.data, config.training).replace(
