@@ -162,7 +162,7 @@ def _figure(config: AssumptionsConfig, errors: pd.DataFrame, assumption: str):
                                               ("rmse_lift", "RMSE of the lift"))):
                 ax = axes[row][col]
                 sns.lineplot(data=part[part.m == m], x="dial", y=y, hue="metric", style="signal", markers=True,
-                             hue_order=shown, style_order=list(scenarios.SIGNALS)[::-1], ax=ax)
+                             hue_order=shown, style_order=list(config.scenario.signals.names)[::-1], ax=ax)
                 ax.set_yscale("log")
                 ax.set_title(f"m = {_m_text(m)}" if row == 0 else "")
                 ax.set_ylabel(label if col == 0 else "")
@@ -184,7 +184,7 @@ def _baseline_text(config: AssumptionsConfig, errors: pd.DataFrame) -> str:
     zero = errors[(errors.assumption == config.assumptions[0]) & (errors.dial == 0) & (errors.m == math.inf)]
     parts = []
     for metric in ("dcg", "dr", "pndcg", "sndcg", "ndcg", "ndcg_all"):
-        for signal in scenarios.SIGNALS:
+        for signal in config.scenario.signals.names:
             row = zero[(zero.metric == metric) & (zero.signal == signal)]
             if len(row):
                 row = row.iloc[0]
@@ -234,14 +234,13 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 
 def _summary_markdown(config: AssumptionsConfig, summary: pd.DataFrame) -> str:
-    """The summary table in the README: per estimator and violation, "watch / like" first dial with
-    sign agreement below `SIGN_LEVEL`."""
-    tables = {signal: _pivot(summary, signal, "sign_below_95_at").set_index("estimator")
-              for signal in scenarios.SIGNALS}
-    watch, like = tables["watch"], tables["like"]
-    combined = watch.copy()
+    """The summary table in the README: per estimator and violation, the first dial with sign
+    agreement below `SIGN_LEVEL` of each signal, in the scenario's order ("like / watch")."""
+    tables = [_pivot(summary, signal, "sign_below_95_at").set_index("estimator")
+              for signal in config.scenario.signals.names]
+    combined = tables[0].copy()
     for column in combined.columns:
-        combined[column] = watch[column].astype(str) + " / " + like[column].astype(str)
+        combined[column] = [" / ".join(values) for values in zip(*(t[column].astype(str) for t in tables))]
     combined.columns = [f"{c} ({DIAL_FIELDS[c]} ≤ {config.dials(c)[-1]:g})" for c in combined.columns]
     return _markdown(combined.reset_index())
 
@@ -251,7 +250,7 @@ def _headline(config: AssumptionsConfig, summary: pd.DataFrame) -> str:
     signal) pairs in which it never falls below `SIGN_LEVEL`, and in how many it already fails at 0."""
     never = summary.assign(never=summary.sign_below_95_at == "never", at_zero=summary.sign_below_95_at == "0")
     counts = never.groupby("estimator", sort=False)[["never", "at_zero"]].sum()
-    total = len(config.assumptions) * len(scenarios.SIGNALS)
+    total = len(config.assumptions) * len(config.scenario.signals.names)
     best = counts.never.max()
     leaders = [name for name, value in counts.never.items() if value == best]
     failing = [name for name, value in counts.at_zero.items() if value == total]
@@ -280,7 +279,7 @@ def _assumption_text(config: AssumptionsConfig, assumption: str, errors: pd.Data
     strongest = config.dials(assumption)[-1]
     m_top = max(config.comparison.m)
     lines = []
-    for signal in scenarios.SIGNALS:
+    for signal in config.scenario.signals.names:
         chosen = part[part.signal == signal].set_index(["metric", "m"])
         bits = []
         for metric in ("dcg", "dr", "sndcg", "ndcg"):
@@ -322,7 +321,7 @@ def _unbiased_claims(config: AssumptionsConfig, errors: pd.DataFrame) -> list[Cl
     if math.inf not in config.comparison.m:
         return []
     out = []
-    for signal in scenarios.SIGNALS:
+    for signal in config.scenario.signals.names:
         row = _at(errors, config.assumptions[0], 0.0, signal, "dcg", math.inf)
         out.append(Claim(
             f"{SOURCE} §4, Eq. 8–9", f"under Asm. 1–5 DCG (m = ∞) is an unbiased estimator of online reward "
@@ -339,7 +338,7 @@ def _inconsistency_claims(config: AssumptionsConfig, errors: pd.DataFrame) -> li
     sign agreement with the true difference is below DCG's."""
     m = max(config.comparison.m)
     out = []
-    for signal in scenarios.SIGNALS:
+    for signal in config.scenario.signals.names:
         ndcg = _at(errors, config.assumptions[0], 0.0, signal, "ndcg", m)
         dcg = _at(errors, config.assumptions[0], 0.0, signal, "dcg", m)
         out.append(Claim(
@@ -356,7 +355,7 @@ def _robustness_claims(config: AssumptionsConfig, errors: pd.DataFrame, summary:
     """§6–7: DCG stays useful when the assumptions are mildly violated — per violation, DCG at the
     largest m keeps sign agreement ≥ `SIGN_LEVEL` at the mildest dial, on both signals; the evidence
     gives the pairs with the true sign there, so that a verdict one pair decides reads as such."""
-    m = max(config.comparison.m)
+    m, signals = max(config.comparison.m), config.scenario.signals.names
     out = []
     for assumption in config.assumptions:
         dials = config.dials(assumption)
@@ -365,14 +364,14 @@ def _robustness_claims(config: AssumptionsConfig, errors: pd.DataFrame, summary:
         mild = dials[1]
         rows = summary[(summary.assumption == assumption) & (summary.metric == "dcg") & (summary.m == m)] \
             .set_index("signal")
-        first = {signal: rows.loc[signal, "sign_below_95_at"] for signal in scenarios.SIGNALS}
+        first = {signal: rows.loc[signal, "sign_below_95_at"] for signal in signals}
         verdict = ("not testable" if "0" in first.values() else           # lost before any violation
                    "reproduced" if f"{mild:g}" not in first.values() else "not reproduced")
-        at_mild = {signal: _at(errors, assumption, mild, signal, "dcg", m) for signal in scenarios.SIGNALS}
+        at_mild = {signal: _at(errors, assumption, mild, signal, "dcg", m) for signal in signals}
         counts = ", ".join(f"{signal} {round(row.sign_agreement * row.sign_pairs)} of {row.sign_pairs}"
                            for signal, row in at_mild.items())
         ours = "; ".join(f"{signal}: below {reporting.percent(SIGN_LEVEL)} from {first[signal]}"
-                         for signal in scenarios.SIGNALS) + f" (pairs with the true sign at {mild:g}: {counts})"
+                         for signal in signals) + f" (pairs with the true sign at {mild:g}: {counts})"
         out.append(Claim(
             f"{SOURCE} §6.2 and §7", f"DCG (m = {_m_text(m)}) keeps the sign of the online difference when "
             f"{LABELS[assumption]} is mildly violated ({DIAL_FIELDS[assumption]} = {mild:g}; its range "
@@ -411,8 +410,7 @@ def _introduction(config: AssumptionsConfig) -> list[str]:
         f"({level.view} view model, N = {level.candidates} candidates, K = {level.feed_length} shown), R₀ = "
         f"ε-greedy({scenarios.ranker_label(comparison.logger)}, ε = {level.epsilon:g}), targets "
         f"{', '.join(map(scenarios.ranker_label, comparison.targets))}, {config.replications} independent logs of "
-        f"{sc.log_sessions} sessions per dial value, both signals (like: explicit, rare; watch: implicit, "
-        f"frequent). Errors are against the exact online difference of the violated world "
+        f"{sc.log_sessions} sessions per dial value, signals {scenarios.signals_text(sc.signals.names)}. Errors are against the exact online difference of the violated world "
         f"(fatigue: the mean of {config.truth_arms} simulated deployments per policy). The lift Δ̄/f̄(R₀) "
         f"against (V_t − V₀)/V₀ is the one scale every estimator shares; `table_errors` also gives the RMSE "
         f"of the difference itself for the online-scale estimators (DCG, SN-DCG, DR).",
@@ -458,14 +456,14 @@ def report(config: AssumptionsConfig, records: pd.DataFrame) -> Report:
     errors = _errors(config, _per_target(config, frame))
     summary = _summary_table(config, errors)
     tables = {"table_summary": summary, "table_errors": errors, "table_truth": _truth_table(config, records)}
-    for signal in scenarios.SIGNALS:
+    for signal in config.scenario.signals.names:
         tables[f"table_sign_{signal}"] = _pivot(summary, signal, "sign_below_95_at")
         tables[f"table_bias_{signal}"] = _pivot(summary, signal, "bias_detected_at")
     figures = {f"fig_{assumption}": _figure(config, errors, assumption) for assumption in config.assumptions}
     text = [
         *_introduction(config),
         "**Summary** — first dial at which sign agreement with the true difference falls below "
-        f"{reporting.percent(SIGN_LEVEL)}, watch / like:\n\n" + _summary_markdown(config, summary),
+        f"{reporting.percent(SIGN_LEVEL)}, {' / '.join(config.scenario.signals.names)}:\n\n" + _summary_markdown(config, summary),
         _headline(config, summary),
         _baseline_text(config, errors),
         *[_assumption_text(config, assumption, errors, summary) for assumption in config.assumptions],

@@ -29,7 +29,10 @@ run, cached by the runner) and everything else per cell from them.
   candidate has positive logging exposure (Asm. 5) and the exposures of deep items fall to
   epsilon·sum_i S(i)/N, about 1e-3 and below; targets (`target_policy`) are deterministic Sorts,
   as in the paper's deployed change. All exposures are exact (`simrec.feed.is_exact`).
-* **Signals** (`SIGNALS`): ``like`` (explicit, rare) and ``watch`` (implicit, frequent), with
+* **Signals** (`SignalConfig.names`, from `SIGNAL_KINDS`): by default ``like`` (explicit, rare)
+  and ``watch`` (implicit, frequent, a watch to the end); also available ``share`` (explicit,
+  rarer than like) and ``replay`` (implicit, a video watched again: rarer than watch, steeper),
+  so that a scenario can carry KDD'24 §6.2's four signals, two explicit and two implicit. Each has
   qualities  q_s(x, a) = sigmoid(slope_s · ℓ_d(x, a) + shift_s + engagement · z_e(d))  where ℓ_d
   is the world's quality logit on day d (`simrec.world.quality_logit`).
 * **Days** (`day`, `day_factors`): days differ by a documented drift. Two day factors
@@ -71,14 +74,16 @@ from simrec.runner import ConfigError, shared_key
 from simrec.world import World, WorldConfig, drift, make_world, quality_logit
 
 __all__ = [
-    "SIGNALS", "LEVELS", "VIEWS", "METHODS", "SLOTS", "SignalConfig", "LevelConfig", "DriftConfig",
+    "SIGNAL_KINDS", "signals_text", "LEVELS", "VIEWS", "METHODS", "SLOTS", "SignalConfig", "LevelConfig", "DriftConfig",
     "RankerConfig", "ScenarioConfig", "PRESETS", "Trained", "Popularity", "NoisyOracle", "Ranker", "RankerField",
     "ranker_label", "parse_ranker", "Platform", "Day", "platforms", "platform", "scores",
     "level_config", "day_factors", "day", "logging_policy", "target_policy", "online",
     "logging_exposure", "WALKS", "walk", "retrieval_scores",
 ]
 
-SIGNALS = ("like", "watch")              # explicit (rare), implicit (frequent)
+#: the reward signals a scenario can simulate and their kind (KDD'24 §6: explicit, e.g. a like;
+#: implicit, e.g. a video watched to the end); a cascade ends the session on a ``watch``
+SIGNAL_KINDS = {"like": "explicit", "share": "explicit", "watch": "implicit", "replay": "implicit"}
 LEVELS = ("level1", "level2")
 VIEWS = ("scroll_budget", "exponential")
 METHODS = ("mf_auc", "mf_adg")
@@ -96,17 +101,41 @@ def _is_int(value, low: int) -> bool:
 
 @dataclass(frozen=True)
 class SignalConfig:
-    """q_s = sigmoid(slope_s · ℓ_d + shift_s + engagement · z_e(d)) per signal s (module docstring):
-    ``like`` rare (a low shift), ``watch`` frequent (a flatter slope, a high shift)."""
+    """The simulated signals `names` (from `SIGNAL_KINDS`, in this order), each with
+    q_s = sigmoid(slope_s · ℓ_d + shift_s + engagement · z_e(d)) (module docstring): ``like`` rare (a
+    low shift), ``share`` rarer, ``watch`` frequent (a flatter slope, a high shift), ``replay`` between
+    them (steeper and rarer than watch)."""
+    names: tuple[str, ...] = ("like", "watch")    # the simulated signals, distinct, from SIGNAL_KINDS
     like_slope: float = 1.0          # slope of the like quality in the day's quality logit
     like_shift: float = -7.0         # shift of the like logit (low: likes are rare)
     watch_slope: float = 0.5         # slope of the watch quality in the day's quality logit
     watch_shift: float = -1.5        # shift of the watch logit (high: watches are frequent)
+    share_slope: float = 1.0         # slope of the share quality in the day's quality logit
+    share_shift: float = -8.0        # shift of the share logit (rarer than likes)
+    replay_slope: float = 0.8        # slope of the replay quality in the day's quality logit
+    replay_shift: float = -4.0       # shift of the replay logit (rarer than watches)
 
     def __post_init__(self):
-        for name in ("like_slope", "like_shift", "watch_slope", "watch_shift"):
-            _require(math.isfinite(getattr(self, name)), f"signals.{name} must be finite, got "
-                                                         f"{getattr(self, name)!r}")
+        _require(isinstance(self.names, tuple) and self.names and len(set(self.names)) == len(self.names)
+                 and set(self.names) <= set(SIGNAL_KINDS),
+                 f"signals.names must be distinct names from {tuple(SIGNAL_KINDS)}, got {self.names!r}")
+        for name in SIGNAL_KINDS:
+            for part in ("slope", "shift"):
+                value = getattr(self, f"{name}_{part}")
+                _require(math.isfinite(value), f"signals.{name}_{part} must be finite, got {value!r}")
+
+    def slopes(self) -> tuple[float, ...]:
+        """slope_s of each signal of `names`, in order."""
+        return tuple(getattr(self, f"{name}_slope") for name in self.names)
+
+    def shifts(self) -> tuple[float, ...]:
+        """shift_s of each signal of `names`, in order."""
+        return tuple(getattr(self, f"{name}_shift") for name in self.names)
+
+
+def signals_text(names: Sequence[str]) -> str:
+    """The signals with their kind, for prose: "like (explicit), watch (implicit)"."""
+    return ", ".join(f"{name} ({SIGNAL_KINDS[name]})" for name in names)
 
 
 @dataclass(frozen=True)
@@ -228,6 +257,9 @@ class ScenarioConfig:
                      f"(world.n_items = {self.world.n_items})")
         _require(self.rankers.retrieval_dim < min(self.world.n_users, self.world.n_items),
                  "scenario.rankers.retrieval_dim must be < min(world.n_users, world.n_items)")
+        _require(all(getattr(self, name).cascade == 0 for name in LEVELS) or "watch" in self.signals.names,
+                 f"a cascade ends the session on a watch: scenario.signals.names must include 'watch' when a "
+                 f"level's cascade is > 0, got {self.signals.names!r}")
 
 
 PRESETS = {
@@ -462,13 +494,14 @@ def day_factors(platform_: Platform, d: int) -> tuple[float, float]:
     return float(z[0]), float(z[1])
 
 
-def _day_view(level: LevelConfig, log_length: float) -> feed.ViewModel:
-    """The level's view model with the mean session length scaled by exp(log_length)."""
+def _day_view(level: LevelConfig, log_length: float, signals: tuple[str, ...]) -> feed.ViewModel:
+    """The level's view model with the mean session length scaled by exp(log_length); a cascade
+    ends the session on a watch (`signals`: the scenario's signal names)."""
     if level.view == "scroll_budget":
         base = feed.ScrollBudget(jnp.float32(1.0 + (level.view_parameter - 1.0) * math.exp(-log_length)))
     else:
         base = feed.Exponential(jnp.float32(1.0 - (1.0 - level.view_parameter) * math.exp(-log_length)))
-    return feed.Cascade(base, jnp.float32(level.cascade), SIGNALS.index("watch")) if level.cascade > 0 else base
+    return feed.Cascade(base, jnp.float32(level.cascade), signals.index("watch")) if level.cascade > 0 else base
 
 
 #: the walks of `walk`: their stream of `Platform.drift_key` (streams 0 and 1 are the day factors
@@ -517,12 +550,12 @@ def day(platform_: Platform, level: str, d: int) -> Day:
     log_length = dr.session * z_s
     if dr.view_walk > 0:
         log_length = log_length + dr.view_walk * float(walk(platform_, "view", d)[0])
-    shifts = jnp.array([sg.like_shift, sg.watch_shift], jnp.float32) + dr.engagement * z_e
+    shifts = jnp.array(sg.shifts(), jnp.float32) + dr.engagement * z_e
     validate.fits_in_memory(f"scenarios: a day's quality tables of {world.n_users:,} users x "
                             f"{world.n_items:,} items (f32 logit, its product and one table per signal)",
-                            4 * (2 + len(SIGNALS)) * world.n_users * world.n_items)
-    quality = np.asarray(_day_quality(world, jnp.array([sg.like_slope, sg.watch_slope], jnp.float32), shifts))
-    scenario = feed.scenario_from_world(world, _day_view(lv, log_length), dict(zip(SIGNALS, quality)),
+                            4 * (2 + len(sg.names)) * world.n_users * world.n_items)
+    quality = np.asarray(_day_quality(world, jnp.array(sg.slopes(), jnp.float32), shifts))
+    scenario = feed.scenario_from_world(world, _day_view(lv, log_length, sg.names), dict(zip(sg.names, quality)),
                                         satiation=float(lv.satiation))   # users drawn by the day's activity
     return Day(scenario, z_s, z_e, int(d))
 

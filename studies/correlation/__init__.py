@@ -56,11 +56,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from simrec import validate
-from simrec.runner import Study
+from simrec.runner import ConfigError, Study
 from simrec_studies.common import scenarios as S
 from simrec_studies.common.configs import checked
 from simrec_studies.common.deployed import deployed
-from simrec_studies.common.table2 import ESTIMATORS, POLICIES
+from simrec_studies.common.table2 import ESTIMATORS, POLICIES, SIGNALS
 from simrec_studies.correlation.compute import (DAY_QUANTITIES, ESTIMATES, POSITIVE_BINS, RANKERS, SIGNAL_QUANTITIES,
                                                 cells, compute, setup)
 from simrec_studies.correlation.report import DAILY_COLUMNS, daily_frame, report
@@ -94,6 +94,9 @@ class CorrelationConfig:
         # a Pearson test needs 3 days; replications cycle through the platforms
         checked(validate.integer, "platforms", self.platforms, low=1, high=self.replications)
         checked(validate.integer, "scenario.days", self.scenario.days, low=3, high=self.long_days)
+        if not set(SIGNALS) <= set(self.scenario.signals.names):
+            raise ConfigError(f"scenario.signals.names must include Table 2's signals {SIGNALS} (C_exp, C_imp), "
+                              f"got {self.scenario.signals.names}")
 
 
 PRESETS = {

@@ -136,7 +136,7 @@ def _level_day(key, platform: S.Platform, rankers: dict, level: str, d: int) -> 
     exposures = {"log": _exposures(log, policies, feed.Logarithmic(), n), "pbm": _exposures(log, policies, pbm, n)}
     discount = feed.view_probability(pbm, lv.feed_length)
     out = _day_records(today, log)
-    for s, signal in enumerate(S.SIGNALS):
+    for s, signal in enumerate(log.signals):
         out += _signal_records(signal, log.rewards[s], exposures, log.viewed, discount, lv.clip, ab, exact, s)
     return out
 

@@ -94,7 +94,7 @@ class PositionBiasConfig:
         if not self.levels or len(set(self.levels)) != len(self.levels) or \
                 not set(self.levels) <= set(scenarios.LEVELS):
             raise ConfigError(f"levels must be distinct names from {scenarios.LEVELS}, got {self.levels}")
-        checked(validate.choice, "signal", self.signal, scenarios.SIGNALS)
+        checked(validate.choice, "signal", self.signal, self.scenario.signals.names)
         if not self.sessions or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 * len(self.harvest_rankers)
                                     for n in self.sessions) or len(set(self.sessions)) != len(self.sessions):
             raise ConfigError(f"sessions must be distinct integers >= 2 x len(harvest_rankers), got {self.sessions}")

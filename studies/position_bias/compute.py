@@ -64,7 +64,7 @@ def _truth(config: PositionBiasConfig, platform, level: str) -> list[dict]:
     for name, policy in policies.items():
         value = scenarios.online(None, platform, scenario, policy).mean
         rows += [_row("truth", signal=signal, target=name, statistic="exact", value=float(value[s]))
-                 for s, signal in enumerate(scenarios.SIGNALS)]
+                 for s, signal in enumerate(scenario.signals)]
     return rows
 
 
@@ -85,7 +85,7 @@ def _ope(root, config: PositionBiasConfig, platform, level: str, seed: int, view
     for estimator, view in views.items():
         out = offline_differences(log, logger, targets, view, config.m, confidence=config.confidence)
         n = config.scenario.log_sessions if estimator in ("true", "ope_views") else sessions
-        for signal in scenarios.SIGNALS:
+        for signal in log.signals:
             for name in targets:
                 summary = out[signal][name]["dcg"]
                 rows += [_row("ope", sessions=n, estimator=estimator, signal=signal, target=name, m=float(m),
@@ -108,7 +108,7 @@ def _curves(root, config: PositionBiasConfig, platform, cell: dict) -> tuple[lis
     scenario = scenarios.day(platform, level, 0).scenario
     K = scenarios.level_config(config.scenario, level).feed_length
     truth = np.asarray(feed.view_probability(scenario.view, K), np.float64)
-    signal = scenarios.SIGNALS.index(config.signal)
+    signal = scenario.signals.index(config.signal)
     n_users = config.scenario.world.n_users
     # (i) randomisation: N RandTop-K sessions around the logger's Sort
     base = scenarios.target_policy(platform, level, scenarios.scores(platform, config.logger))

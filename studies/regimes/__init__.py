@@ -199,6 +199,9 @@ class RegimesConfig:
             raise ConfigError("paper_sessions must be 0 (no paper cell) or >= 2")
         if self.scenario.days < 3:
             raise ConfigError(f"scenario.days must be >= 3 (a Pearson r per replication), got {self.scenario.days}")
+        if not {"like", "watch"} <= set(self.scenario.signals.names):
+            raise ConfigError(f"scenario.signals.names must include like and watch (Table 2's C_exp and C_imp; the "
+                              f"signal map dials watch), got {self.scenario.signals.names}")
         if not self.improving or self.improving[0] != S.Trained("rt"):
             raise ConfigError(f"improving must start with Trained('rt') (the correlated target), "
                               f"got {self.improving!r}")

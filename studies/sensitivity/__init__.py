@@ -47,8 +47,10 @@ Presets: ``default`` logs with R₀ epsilon-greedy around r0 (ε 0.05 on level 1
 showing K = 60 of N = 200 candidates; ``deployed`` runs Jeunen et al.'s own regime
 (`simrec_studies.common.deployed`): R₀ and every target deterministic over the same fixed
 candidates, all of them shown (K = N = 60), so that exposures are the view probabilities at the
-ranks (Eq. 9), for 5 days × 2 levels × 2 signals = 20 settings per target as in Fig. 1, with the
-13 finite clipping values 1 … 4096 (and ∞) and 99 % normal intervals.
+ranks (Eq. 9), with the four signals of `scenarios.SIGNAL_KINDS` (two explicit, two implicit) on
+5 days, so that the deployed change R_t = Sort(rt) on level 2 gives the 4 × 5 = 20 settings of
+Fig. 1 (the report's scope `FIGURE1_SCOPE`, beside every level and target), with the 13 finite
+clipping values 1 … 4096 (and ∞) and 99 % normal intervals.
 
 The package: this module holds the configuration (`SensitivityConfig`, `PRESETS`), the record
 schema (`COLUMNS`) and `STUDY`; `compute` the truth and offline cells (cells, setup, compute);
@@ -146,7 +148,8 @@ PRESETS = {
                                m=(1.0, 4.0, 64.0, math.inf)),
     "default": SensitivityConfig(),
     "paper": SensitivityConfig(scenario=scenarios.PRESETS["paper"]),
-    "deployed": SensitivityConfig(scenario=dataclasses.replace(deployed(AB_POWERED), days=5)),
+    "deployed": SensitivityConfig(scenario=dataclasses.replace(
+        deployed(AB_POWERED), days=5, signals=scenarios.SignalConfig(names=tuple(scenarios.SIGNAL_KINDS)))),
 }
 
 

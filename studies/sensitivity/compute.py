@@ -89,7 +89,7 @@ def _truth(key, config: SensitivityConfig, platform: scenarios.Platform, level: 
                          online_samples=config.scenario.online_samples)
     return [{"part": "truth", "m": math.nan, "signal": signal, "target": name, "metric": "", "statistic": statistic,
              "value": values[name][s]}
-            for s, signal in enumerate(scenarios.SIGNALS) for name in truth["exact"]
+            for s, signal in enumerate(scenario.signals) for name in truth["exact"]
             for statistic, values in truth.items() if name in values]
 
 
@@ -119,7 +119,7 @@ def _offline(root, config: SensitivityConfig, platform: scenarios.Platform, leve
     out += [{"part": "log", "m": math.nan, "signal": "", "target": name, "metric": "", "statistic": "lost",
              "value": lost} for name, lost in first["lost"].items()]
     for i, m in enumerate(grid):
-        for signal in scenarios.SIGNALS:
+        for signal in scenario.signals:
             block = first[signal]
             out += [{"part": "paired", "m": m, "signal": signal, "target": "R0", "metric": metric,
                      "statistic": "value", "value": values[i]} for metric, values in block["R0"].items()]

@@ -22,10 +22,14 @@ from simrec_studies.sensitivity.compute import AA, AA_LOGS, METRICS
 if TYPE_CHECKING:
     from simrec_studies.sensitivity import SensitivityConfig
 
-__all__ = ["NULL_KINDS", "PAPER_SIGN_AGREEMENT", "report"]
+__all__ = ["NULL_KINDS", "PAPER_SIGN_AGREEMENT", "FIGURE1_SCOPE", "report"]
 
 NULL_KINDS = ("aa", "aa_logs", "harmful")          # settings where a CI above 0 is a false positive
 SOURCE = "Jeunen et al. KDD'24 §6.2, Fig. 1"
+#: Fig. 1's own settings: the deployed change (R_t = Sort(rt)) on the 2nd-level feed, every signal
+#: and day; the scope's null settings (A/A, harmful) are the level's
+FIGURE1_LEVEL, FIGURE1_TARGET = "level2", "rt"
+FIGURE1_SCOPE = f"Fig. 1: {FIGURE1_LEVEL} × {FIGURE1_TARGET}"
 #: Jeunen et al. KDD'24 §6.2: every offline estimator agreed in sign with the online effect
 PAPER_SIGN_AGREEMENT = 1.0
 #: what Fig. 1 shows (the figure's values are not in the text): its 20 significant online
@@ -44,7 +48,7 @@ def _settings(config: SensitivityConfig, records: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (level, day), cell in truth.groupby(["level", "day"], sort=False):
         value = {(s, n, stat): v for s, n, stat, v in zip(cell.signal, cell.target, cell.statistic, cell.value)}
-        for signal in scenarios.SIGNALS:
+        for signal in config.scenario.signals.names:
             base, base_se = value[signal, "R0", "exact"], value[signal, "R0", "exact_se"]
             common = {"level": level, "day": day, "signal": signal, "online_R0": base}
             rows.append({**common, "target": AA, "kind": "aa", "exact_diff": 0.0, "exact_se": 0.0, "exact_lift": 0.0})
@@ -109,9 +113,14 @@ def _frame(config: SensitivityConfig, records: pd.DataFrame):
 
 
 def _scopes(config: SensitivityConfig, frame: pd.DataFrame):
+    """(scope, its rows): every level, each level, and Fig. 1's settings (`FIGURE1_SCOPE`) when
+    the config scores that level and target."""
     yield "all levels", frame
     for level in config.levels:
         yield level, frame[frame.level == level]
+    if FIGURE1_LEVEL in config.levels and FIGURE1_TARGET in map(scenarios.ranker_label, config.improving):
+        yield FIGURE1_SCOPE, frame[(frame.level == FIGURE1_LEVEL)
+                                   & ((frame.kind != "improving") | (frame.target == FIGURE1_TARGET))]
 
 
 def _rates(config: SensitivityConfig, frame: pd.DataFrame) -> pd.DataFrame:
@@ -263,6 +272,8 @@ def _figure1(config, rates: pd.DataFrame, frame: pd.DataFrame) -> list[Figure1]:
     improving = frame[frame.verified & (frame.kind == "improving") & (frame.metric == "dcg")]
     for scope, part in _scopes(config, improving):
         r = rates[rates.scope == scope].set_index(["metric", "m"])
+        if part.empty or r.empty:
+            continue
         tpr = {k: r.loc[k].TPR for k in METRICS}
         p = {k: r.loc[k].mean_p for k in METRICS}
         d_tpr, d_p = tpr["dcg"], p["dcg"]
@@ -302,7 +313,7 @@ def _verdicts(figure1: list[Figure1]) -> list[str]:
     return lines
 
 
-def _claims(figure1: list[Figure1], sign: Claim | None) -> list[Claim]:
+def _claims(figure1: list[Figure1], sign: list[Claim]) -> list[Claim]:
     """Fig. 1's three claims on each scope beside the paper's statements, then sign agreement."""
     out = []
     for f in figure1:
@@ -319,7 +330,7 @@ def _claims(figure1: list[Figure1], sign: Claim | None) -> list[Claim]:
             Claim(SOURCE, f"DCG is more sensitive than nDCG over a wide range of m ({f.scope})", PAPER["dcg_vs_ndcg"],
                   f"higher TPR at {f.wins} of {n} m (ties {f.ties}), lower mean p at {f.p_wins} of {n}",
                   "reproduced" if f.dcg_wins else "not reproduced", where=where)]
-    return out + ([sign] if sign is not None else [])
+    return out + sign
 
 
 def _deployed(config) -> bool:
@@ -485,10 +496,14 @@ def _figures(config: SensitivityConfig, rates: pd.DataFrame, lift: pd.DataFrame,
     }
 
 
-def _sign_claim(rates: pd.DataFrame) -> Claim | None:
+def _sign_claims(rates: pd.DataFrame) -> list[Claim]:
     """The paper's 100 % sign agreement beside our shares over the verified improving settings
-    (every level), per metric over the m grid."""
-    every = rates[rates.scope == "all levels"].set_index(["metric", "m"]).sign_agreement.dropna()
+    (every level, and Fig. 1's settings when scored), per metric over the m grid."""
+    return [claim for scope in ("all levels", FIGURE1_SCOPE) if (claim := _sign_claim(rates, scope))]
+
+
+def _sign_claim(rates: pd.DataFrame, scope: str) -> Claim | None:
+    every = rates[rates.scope == scope].set_index(["metric", "m"]).sign_agreement.dropna()
     if every.empty:
         return None
     shares = []
@@ -497,9 +512,9 @@ def _sign_claim(rates: pd.DataFrame) -> Claim | None:
         low, high = reporting.percent(share.min()), reporting.percent(share.max())
         shares.append(f"{'DCG' if metric == 'dcg' else 'nDCG'} {low if low == high else f'{low}–{high}'}"
                       + (f" ({reporting.percent(share.loc[math.inf])} at m = ∞)" if math.inf in share.index else ""))
-    n = int(rates[rates.scope == "all levels"].n_improving.max())
+    n = int(rates[rates.scope == scope].n_improving.max())
     return Claim("Jeunen et al. KDD'24 §6.2", "an offline difference has the sign of the verified online "
-                 "improvement, for every estimator and m (all levels)", PAPER["sign"],
+                 f"improvement, for every estimator and m ({scope})", PAPER["sign"],
                  "; ".join(shares) + " over the m grid",
                  "reproduced" if bool((every >= PAPER_SIGN_AGREEMENT).all()) else "not reproduced",
                  where=f"table_sensitivity (sign_agreement, {n} verified improving settings)")
@@ -524,7 +539,7 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
     verified = settings[(settings.kind == "improving") & settings.verified]
     n_tests = len(frame[frame.verified]) // max(len(config.m) * len(METRICS), 1)
     summary = [
-        f"Settings: {len(config.levels)} levels × {len(scenarios.SIGNALS)} signals × {config.scenario.days} days × "
+        f"Settings: {len(config.levels)} levels × {len(config.scenario.signals.names)} signals × {config.scenario.days} days × "
         f"targets {', '.join(map(scenarios.ranker_label, config.improving))} (intended improving), "
         f"{', '.join(map(scenarios.ranker_label, config.harmful)) or 'none'} "
         f"(intended harmful), R₀ itself (A/A) and every target against itself on a second, independent log "
@@ -552,7 +567,7 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
         f"p ≪ 0.001; Fig. 1's values are not in the paper's text, so `table_claims` sets their statements, "
         f"not numbers, beside ours. Here the improvements are simulated ({len(verified)} verified of "
         f"{int((settings.kind == 'improving').sum())} intended, {len(config.levels)} level(s), "
-        f"{len(scenarios.SIGNALS)} signals, {config.scenario.days} days), the truth is exact, and the "
+        f"{len(config.scenario.signals.names)} signals, {config.scenario.days} days), the truth is exact, and the "
         f"settings share days and targets, so they are not independent trials.",
         *_why(config, lift, mechanism, weights),
         f"*False positives.* FPR_harmful is the share of verified harmful settings whose CI lies strictly above "
@@ -567,6 +582,6 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
     tables = {"table_sensitivity": rates, "table_dcg_vs_ndcg": comparison, "table_bias_lift": lift,
               "table_bias_difference": diff, "table_mechanism": mechanism, "table_settings": settings}
     return Report(tables=tables, figures=figures, summary="\n\n".join(summary),
-                  claims=_claims(figure1, _sign_claim(rates)))
+                  claims=_claims(figure1, _sign_claims(rates)))
 
 

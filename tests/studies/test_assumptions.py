@@ -372,7 +372,7 @@ def test_context_types_scroll_as_stated_and_the_truth_is_their_weighted_combinat
         np.testing.assert_allclose(values[name][0], combination, rtol=1e-6)
         if name != "R0":        # the smoke run's truth records are these values' differences
             got = records[records.target == name].set_index("signal").true_diff
-            np.testing.assert_allclose([got[s] for s in scenarios.SIGNALS], values[name][0] - values["R0"][0],
+            np.testing.assert_allclose([got[s] for s in scenarios.SignalConfig().names], values[name][0] - values["R0"][0],
                                        rtol=1e-9)
 
 
@@ -385,7 +385,7 @@ def test_the_baseline_truth_is_the_exact_online_difference(smoke_run):
     for name, policy in base.targets.items():
         expected = feed.online_value(None, base.scenario, policy).mean - v0
         got = truth[truth.target == name].set_index("signal").true_diff
-        np.testing.assert_allclose([got[s] for s in scenarios.SIGNALS], expected, rtol=1e-9)
+        np.testing.assert_allclose([got[s] for s in scenarios.SignalConfig().names], expected, rtol=1e-9)
 
 
 def test_without_a_violation_unbiased_estimators_show_no_bias_at_m_inf(smoke_run):

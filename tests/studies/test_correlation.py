@@ -86,7 +86,7 @@ def test_smoke_writes_table2_spread_figures_and_manifest(smoke_runs):
     assert summary.cells_total == CONFIG.replications * CONFIG.long_days
     table = pd.read_csv(out / "table_2.csv")
     assert list(table.estimator) == list(correlation.ESTIMATORS.values())
-    assert table.shape[1] == 1 + len(scenarios.LEVELS) * len(scenarios.SIGNALS) * len(correlation.POLICIES)
+    assert table.shape[1] == 1 + len(scenarios.LEVELS) * len(scenarios.SignalConfig().names) * len(correlation.POLICIES)
     assert all(sum("**" in str(v) for v in table[c]) >= 1 for c in table.columns[1:])     # a best per column
     daily = pd.read_csv(out / "table_daily.csv")
     assert len(daily) == summary.cells_total * 2 * 2 * 2        # levels x signals x policies per cell

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 from simrec import feed, validate
-from simrec.world import drift
+from simrec.config import ConfigError
+from simrec.feed.policies import table_values
+from simrec.world import drift, quality_logit
 from simrec_studies.common import scenarios as S
 
 SMOKE = S.PRESETS["smoke"]
+SIGNALS = S.SignalConfig().names               # the default pair: like, watch
 WALKING = dataclasses.replace(SMOKE, drift=dataclasses.replace(SMOKE.drift, item_walk=0.1, view_walk=0.2))
 
 
@@ -30,11 +33,11 @@ def _hand_built_day(platform, level: str, d: int) -> feed.Scenario:
     if dr.view_walk > 0:
         log_length = log_length + dr.view_walk * float(S.walk(platform, "view", d)[0])
     shifts = jnp.array([sg.like_shift, sg.watch_shift], jnp.float32) + dr.engagement * z_e
-    validate.fits_in_memory("test", 4 * (2 + len(S.SIGNALS)) * world.n_users * world.n_items)
+    validate.fits_in_memory("test", 4 * (2 + len(SIGNALS)) * world.n_users * world.n_items)
     quality = np.asarray(S._day_quality(world, jnp.array([sg.like_slope, sg.watch_slope], jnp.float32), shifts))
     activity = np.asarray(jax.nn.softmax(world.user_log_activity), np.float64)
-    return feed.Scenario(S._day_view(lv, log_length), tuple(feed.from_table(q) for q in quality),
-                         jnp.asarray(activity / activity.sum(), jnp.float32), S.SIGNALS,
+    return feed.Scenario(S._day_view(lv, log_length, SIGNALS), tuple(feed.from_table(q) for q in quality),
+                         jnp.asarray(activity / activity.sum(), jnp.float32), SIGNALS,
                          satiation=float(lv.satiation))
 
 
@@ -62,3 +65,33 @@ def test_a_day_is_the_hand_built_scenario_bit_for_bit(platform, level):
         assert int(logs[0].rewards.sum()) > 0
         for a, b in zip(jax.tree.leaves(logs[0]), jax.tree.leaves(logs[1])):
             np.testing.assert_array_equal(a, b)
+
+
+def test_four_signals_follow_their_formulas_and_leave_the_default_pair_unchanged(platform):
+    """A scenario with every signal of `SIGNAL_KINDS` (KDD'24 §6.2's four, in a new order) gives each
+    signal the table sigmoid(slope · ℓ_d + shift + engagement · z_e) of its own slope and shift, the
+    like and watch tables of the default pair bit for bit, and a cascade that stops on watch."""
+    names = ("share", "watch", "replay", "like")
+    config = dataclasses.replace(platform.config, signals=dataclasses.replace(platform.config.signals, names=names))
+    four = dataclasses.replace(platform, config=config)
+    d = 2
+    pair = dict(zip(SIGNALS, S.day(platform, "level2", d).scenario.quality))
+    scenario = S.day(four, "level2", d).scenario
+    assert scenario.signals == names and scenario.view.stop_signal == names.index("watch")
+    world = drift(jax.random.fold_in(platform.drift_key, 1), platform.world, d, config.drift.item_strength,
+                  config.drift.user_strength)
+    if config.drift.item_walk > 0:
+        world = dataclasses.replace(world, item_bias=world.item_bias
+                                    + config.drift.item_walk * S.walk(platform, "item", d))
+    logit = np.asarray(quality_logit(world, jnp.arange(world.n_users)), np.float64)
+    z_e = S.day_factors(platform, d)[1]
+    for name, table in zip(names, scenario.quality):
+        slope, shift = getattr(config.signals, f"{name}_slope"), getattr(config.signals, f"{name}_shift")
+        expected = 1 / (1 + np.exp(-(slope * logit + shift + config.drift.engagement * z_e)))
+        np.testing.assert_allclose(table_values(table), expected, rtol=2e-5, atol=1e-7)
+        if name in pair:
+            np.testing.assert_array_equal(table_values(table), table_values(pair[name]))
+    with pytest.raises(ConfigError, match="must include 'watch'"):
+        dataclasses.replace(config, signals=S.SignalConfig(names=("like", "share")))
+    with pytest.raises(ConfigError, match="distinct names from"):
+        S.SignalConfig(names=("like", "like"))

@@ -18,6 +18,7 @@ from statsmodels.stats.proportion import proportion_confint
 from simrec import cli, feed, reporting, runner
 from simrec_studies import sensitivity
 from simrec_studies.common import differences
+from simrec_studies.common import scenarios
 from simrec_studies.common.scenarios import NoisyOracle, Popularity, Trained
 from tests.studies.hand_feed import A, K, X, hand_feed
 
@@ -277,12 +278,31 @@ def test_claim_verdicts_from_hand_made_rates():
     f = figure1[0]
     assert f.peak and f.infinite_loses and f.dcg_wins and (f.only_best, f.only_inf) == (6, 0)
     assert f.mcnemar == pytest.approx(2 * 0.5 ** 6)                      # exact McNemar, 6 discordant
-    claims = sensitivity_report._claims(figure1, sensitivity_report._sign_claim(rates))
+    claims = sensitivity_report._claims(figure1, sensitivity_report._sign_claims(rates))
     assert [c.verdict for c in claims] == ["reproduced"] * 7
     assert "TPR 0.20 at m = 1, 0.90 at m = 16, 0.30 at m = ∞" in claims[0].ours
     lines = sensitivity_report._verdicts(figure1)
     assert "(i) moderate clipping maximises TPR: **yes**" in lines[0]
     assert sensitivity_report._figure1(TINY, rates, frame) == []                # no m = 1 in the grid
+
+
+def test_figure1_scope_is_the_deployed_change_on_level_2_beside_that_levels_null_settings():
+    """`FIGURE1_SCOPE` keeps level 2's improving settings of rt only (Fig. 1's 20 settings in the
+    deployed preset: 4 signals x 5 days) and every null setting of level 2; without rt among the
+    improving targets there is no such scope."""
+    kinds = {"rt": "improving", "oracle@1": "improving", "oracle@8": "harmful", "R0=R0": "aa"}
+    frame = pd.DataFrame([{"level": level, "target": target, "kind": kind}
+                          for level in scenarios.LEVELS for target, kind in kinds.items()])
+    both = dataclasses.replace(TINY, levels=scenarios.LEVELS)
+    scopes = dict(sensitivity_report._scopes(both, frame))
+    assert list(scopes) == ["all levels", *scenarios.LEVELS, sensitivity_report.FIGURE1_SCOPE]
+    figure1 = scopes[sensitivity_report.FIGURE1_SCOPE]
+    assert set(figure1.level) == {"level2"} and set(figure1.target) == {"rt", "oracle@8", "R0=R0"}
+    for config in (TINY, dataclasses.replace(both, improving=(NoisyOracle(1.0),))):    # no level2, no rt
+        assert sensitivity_report.FIGURE1_SCOPE not in dict(sensitivity_report._scopes(config, frame))
+    deployed = sensitivity.PRESETS["deployed"].scenario
+    assert len(deployed.signals.names) * deployed.days == 20
+    assert sorted(scenarios.SIGNAL_KINDS[n] for n in deployed.signals.names) == ["explicit"] * 2 + ["implicit"] * 2
 
 
 def test_records_match_the_declared_columns_and_the_cached_setup(smoke_run):
