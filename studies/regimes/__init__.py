@@ -11,7 +11,9 @@ of a deterministic ranker, candidate generator G fixed in §6.1):
   clipping m (Fig. 1).
 
 Here every conclusion is re-tested on a grid of regimes of the `simrec_studies.common.scenarios` feed
-(one level, the scroll-budget view model, no violations of Asm. 1–5 except Asm. 5 when G′ ≠ G):
+(one level, `RegimesConfig.level`: by default the first, with the scroll-budget view model and no
+violations of Asm. 1–5 except Asm. 5 when G′ ≠ G; the preset ``level2`` runs the second, with the
+exponential view model, a cascade and satiation, where the paper measured Fig. 1):
 
 * exploration of the logger R₀ — epsilon-greedy around Sort(r0) (``epsilon``), or Plackett–Luce
   over r0's scores standardised per user, at temperature ``temperature`` (a smooth, rank-dependent
@@ -44,7 +46,9 @@ several maps with the same dials (the default regime lies on four maps) are one 
 once, and its records are written for each of its points. Each day, R₀ logs `log_sessions` sessions
 (`feed.simulate`), the simulator gives the exact online reward of every policy
 (Σ_x p(x) Σ_a q(x, a) ε(x, a) under the day's true view model, `table_value`; for the
-Plackett–Luce logger with its estimated exposures), and on the log:
+Plackett–Luce logger with its estimated exposures; on a level with a cascade or satiation
+`scenarios.online`, exact for the deterministic targets and a Monte Carlo mean with its standard
+error for a stochastic logger), and on the log:
 
 * R_t = Sort(rt) on G′ and the logger R₀ itself (Table 2 correlates both series) are estimated
   with DCG {log, pbm} x {C, Q̂} (m = 1 and ∞) and nDCG (pbm, Q̂) with sessions without positive
@@ -101,7 +105,8 @@ from simrec_studies.regimes.compute import DIALS, MAPS
 #: signal or "" (day quantities); target: a ranker label, "R0" (the logger) or ""; quantity: a
 #: day quantity (`DAY_QUANTITIES`), "lost" (day −1: target exposure per session on items R₀ never
 #: shows, under the log discount, averaged over the base user mix), "online" (exact online reward
-#: per session of R₀ or a target), an estimate of
+#: per session of R₀ or a target), "online_se" (its Monte Carlo SE, on a level with a cascade or
+#: satiation only), an estimate of
 #: `CORRELATED` or "se[...]" its SE (target rt), "delta" / "delta_se" (mean and SE of Δ_τ(m)), or a
 #: `ONE_CLICK` quantity of the day's log (target rt); m: the clipping of delta rows, else NaN.
 COLUMNS = {"map": str, "x": float, "y": float, "replication": int, "day": int, "signal": str, "target": str,
@@ -149,9 +154,12 @@ def _platform() -> S.ScenarioConfig:
 @dataclass(frozen=True)
 class RegimesConfig:
     """The regimes study's settings (module docstring)."""
-    #: platform, view model, signals and rankers (`simrec_studies.common.scenarios`; level1 is used, its
-    #: epsilon and the drift are set by the dials); scenario.days = days per replication
+    #: platform, view model, signals and rankers (`simrec_studies.common.scenarios`; `level` is used,
+    #: its epsilon and the drift are set by the dials); scenario.days = days per replication
     scenario: S.ScenarioConfig = field(default_factory=_platform)
+    #: the feed level simulated: level1 (scroll-budget view, no violations) or level2 (exponential
+    #: view, a cascade and satiation: Asm. 2 and 3 broken; the feed of KDD'24 Fig. 1)
+    level: str = "level1"
     dials: Dials = field(default_factory=Dials)        # the regime where a map does not vary a dial
     maps: tuple[str, ...] = tuple(MAPS)                # the maps computed (names of `MAPS`)
     epsilons: tuple[float, ...] = (0.01, 0.05, 0.2)    # grid of the epsilon dial
@@ -183,6 +191,7 @@ class RegimesConfig:
     exposure_samples: int = 128
 
     def __post_init__(self):
+        checked(validate.choice, "level", self.level, S.LEVELS)
         if not self.maps or not set(self.maps) <= set(MAPS) or len(set(self.maps)) != len(self.maps):
             raise ConfigError(f"maps must be distinct names from {tuple(MAPS)}, got {self.maps!r}")
         for dial, (name, _) in DIALS.items():
@@ -221,12 +230,15 @@ def _smoke() -> RegimesConfig:
                          paper_sessions=4000, paper_days=3, m=(1.0, 16.0, math.inf), exposure_samples=32)
 
 
-PRESETS = {"smoke": _smoke(), "default": RegimesConfig()}
+PRESETS = {"smoke": _smoke(), "default": RegimesConfig(),
+           # (d) where Fig. 1 was measured: the second-level feed, over exploration and log size
+           "level2": RegimesConfig(level="level2", maps=("exploration",),
+                                   scenario=dataclasses.replace(_platform(), online_samples=16))}
 
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
 from simrec_studies.regimes.compute import (  # noqa: E402,F401
-    CORRELATED, DAY_QUANTITIES, LEVEL, ONE_CLICK, PAPER, SERIES, TARGET, Shared, cell_dials, cell_points, cells,
+    CORRELATED, DAY_QUANTITIES, ONE_CLICK, PAPER, SERIES, TARGET, Shared, cell_dials, cell_points, cells,
     compute, difference_moments, grid, grid_points, logger_policy, regime_config, setup,
     shifted_generator, table_value)
 from simrec_studies.regimes.report import (  # noqa: E402,F401
@@ -238,4 +250,4 @@ STUDY = Study(
                 "worse, pbm/Q̂ beat log/C, clipped DCG detects improvements) hold over exploration, log size, "
                 "drift and candidate-generator regimes",
     presets=PRESETS, cells=cells, setup=setup, cache_setup=True, compute=compute, report=report,
-    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 230})
+    columns=COLUMNS, expected_seconds={"smoke": 150, "default": 230, "level2": 125})

@@ -22,7 +22,6 @@ from simrec_studies.common import table2_estimates
 if TYPE_CHECKING:
     from simrec_studies.regimes import Dials, RegimesConfig
 
-LEVEL = "level1"                     # the scenario level whose settings (view, N, K) the study uses
 #: dial -> (the config field holding its grid values, its label in tables and figures)
 DIALS = {
     "epsilon": ("epsilons", "logger ε (ε-greedy)"),
@@ -135,7 +134,7 @@ def setup(key, config: RegimesConfig) -> Shared:
     contexts = np.arange(platform.world.n_users)
 
     def logger(temperature: float) -> feed.Policy:
-        return logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=temperature))
+        return logger_policy(platform, r0, dataclasses.replace(config.dials, temperature=temperature), config.level)
 
     return Shared(platform, {t: feed.placement(shared_key(key, "placement"), logger(t), contexts,
                                                num_samples=config.exposure_samples) for t in temperatures})
@@ -143,8 +142,8 @@ def setup(key, config: RegimesConfig) -> Shared:
 
 # ---- one regime ------------------------------------------------------------------------------------
 
-def regime_config(scenario: S.ScenarioConfig, dials: Dials) -> S.ScenarioConfig:
-    """The scenario of a regime: level1's epsilon, the drift (session = global_drift · sqrt(share),
+def regime_config(scenario: S.ScenarioConfig, dials: Dials, level: str) -> S.ScenarioConfig:
+    """The scenario of a regime: the level's epsilon, the drift (session = global_drift · sqrt(share),
     engagement = global_drift · sqrt(1 − share), the two walks), the log size and the watch
     signal's slope and shift (where the dials set them) from the dials."""
     drift = dataclasses.replace(scenario.drift, session=dials.global_drift * math.sqrt(dials.session_share),
@@ -153,7 +152,7 @@ def regime_config(scenario: S.ScenarioConfig, dials: Dials) -> S.ScenarioConfig:
     watch = {name: value for name, value in (("watch_slope", dials.watch_slope), ("watch_shift", dials.watch_shift))
              if value is not None}
     return dataclasses.replace(scenario, drift=drift, log_sessions=dials.log_sessions,
-                               level1=dataclasses.replace(scenario.level1, epsilon=dials.epsilon),
+                               **{level: dataclasses.replace(S.level_config(scenario, level), epsilon=dials.epsilon)},
                                signals=dataclasses.replace(scenario.signals, **watch))
 
 
@@ -164,24 +163,25 @@ def _standardised(table: np.ndarray) -> np.ndarray:
     return ((table - table.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)).astype(np.float32)
 
 
-def shifted_generator(platform: S.Platform, target_scores: feed.ItemFn, shift: float) -> feed.FixedCandidates:
-    """G′: the top N per user of (1 − shift)·z(retrieval) + shift·z(target scores) (z: standardised
-    per user); shift 0 returns the platform's G itself."""
+def shifted_generator(platform: S.Platform, target_scores: feed.ItemFn, shift: float,
+                      level: str) -> feed.FixedCandidates:
+    """G′: the top N per user (N: the level's candidates) of (1 − shift)·z(retrieval) + shift·z(target
+    scores) (z: standardised per user); shift 0 returns the level's G itself."""
     if shift == 0:
-        return platform.candidates[LEVEL]
+        return platform.candidates[level]
     blend = ((1.0 - shift) * _standardised(S.retrieval_scores(platform).params)
              + shift * _standardised(target_scores.params))
-    n = S.level_config(platform.config, LEVEL).candidates
+    n = S.level_config(platform.config, level).candidates
     return feed.top_k_candidates(feed.from_table(blend), n, platform.world.n_users)
 
 
-def logger_policy(platform: S.Platform, r0: feed.ItemFn, dials: Dials) -> feed.Policy:
-    """R₀: ε-greedy around Sort(r0) on G (temperature 0, `scenarios.logging_policy`), or
+def logger_policy(platform: S.Platform, r0: feed.ItemFn, dials: Dials, level: str) -> feed.Policy:
+    """R₀ on the level: ε-greedy around Sort(r0) on G (temperature 0, `scenarios.logging_policy`), or
     Plackett–Luce over per-user standardised r0 scores at the dial's temperature on G."""
     if dials.temperature == 0:
-        return S.logging_policy(platform, LEVEL, r0)
+        return S.logging_policy(platform, level, r0)
     ranker = feed.PlackettLuce(feed.from_table(_standardised(r0.params)), jnp.float32(dials.temperature))
-    return feed.Policy(platform.candidates[LEVEL], ranker, S.level_config(platform.config, LEVEL).feed_length)
+    return feed.Policy(platform.candidates[level], ranker, S.level_config(platform.config, level).feed_length)
 
 
 @jax.jit
@@ -251,15 +251,36 @@ def correlated_estimates(data: dict, targets: dict) -> dict[tuple[str, str], tup
     return {(key, name): estimates[key, name] for key in CORRELATED for name in SERIES}
 
 
-def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict,
+def violated(level: S.LevelConfig) -> bool:
+    """Whether the level breaks Asm. 2 or 3 within a session (a cascade or satiation), so that a
+    policy's online value is not Σ_x p(x) Σ_a q(x, a) ε(x, a) (`table_value`)."""
+    return level.cascade > 0 or level.satiation > 0
+
+
+def _online(key, platform: S.Platform, scenario: feed.Scenario, policies: dict, true: dict,
+            level: S.LevelConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{name: (online reward per session f64[S], its Monte Carlo SE f64[S])} of every policy on the
+    day: `table_value` of its true exposure table (SE 0) on a level without within-session
+    violations, else `scenarios.online` (exact for the deterministic targets; a Monte Carlo mean
+    over the scenario's online_samples rankings per context for a stochastic logger, from `key`)."""
+    if not violated(level):
+        return {name: (table_value(scenario, table), np.zeros(len(scenario.signals))) for name, table in true.items()}
+    values = {name: S.online(jax.random.fold_in(key, i), platform, scenario, policy)
+              for i, (name, policy) in enumerate(policies.items())}
+    return {name: (np.asarray(v.mean, np.float64), np.asarray(v.standard_error, np.float64))
+            for name, v in values.items()}
+
+
+def _day_records(key, online_key, platform: S.Platform, config: RegimesConfig, dials: Dials, policies: dict,
                  placements: dict, log_tables: dict, d: int) -> list[dict]:
     """Records of one day of a regime (`COLUMNS` less map, x, y, replication). policies: {"R0":
     R₀, label: target}; placements: their `feed.placement` (the same every day: exact for the
     Sort and ε-greedy rankers, estimated for the Plackett–Luce logger); log_tables: their exposure
-    tables under the log discount; the platform carries the regime's scenario config."""
-    lv = S.level_config(platform.config, LEVEL)
+    tables under the log discount; the platform carries the regime's scenario config; `key` draws
+    the log, `online_key` the Monte Carlo online values of a violated level (`_online`)."""
+    lv = S.level_config(platform.config, config.level)
     n_items = platform.world.n_items
-    today = S.day(platform, LEVEL, d)
+    today = S.day(platform, config.level, d)
     scenario = today.scenario
 
     def tables(view) -> dict:
@@ -268,7 +289,7 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
     true = tables(scenario.view)
     log = feed.simulate(key, scenario, policies["R0"], dials.log_sessions, day=d, logging_exposure=true["R0"])
     viewed = log.viewed
-    online = {name: table_value(scenario, table) for name, table in true.items()}
+    online = _online(online_key, platform, scenario, policies, true, lv)
     out = _day_quantities(platform, dials, today, log, d)
     pbm = feed.fit_view_model(viewed)
     exposures = {view: {name: ope.logged_exposures(log, table) for name, table in by.items()}
@@ -277,7 +298,10 @@ def _day_records(key, platform: S.Platform, config: RegimesConfig, dials: Dials,
     m = np.asarray(config.m, np.float64)
     for s, signal in enumerate(scenario.signals):
         out += [{"signal": signal, "target": name, "quantity": "online", "m": math.nan, "value": float(v[s])}
-                for name, v in online.items()]
+                for name, (v, _) in online.items()]
+        if violated(lv):
+            out += [{"signal": signal, "target": name, "quantity": "online_se", "m": math.nan, "value": float(se[s])}
+                    for name, (_, se) in online.items()]
         data, targets = table2_estimates.inputs(log.rewards[s], viewed, exposures, discount)
         values = correlated_estimates(data, targets)
         one_click = one_click_quantities(log.rewards[s], viewed, exposures["pbm"]["R0"], exposures["pbm"][TARGET])
@@ -299,14 +323,15 @@ def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict
     fold_in(shared_key(key, "replication:r"), t) at every grid point."""
     points = cell_points(cell)
     dials = cell_dials(config, points[0])
-    platform = dataclasses.replace(shared.platform, config=regime_config(config.scenario, dials))
+    platform = dataclasses.replace(shared.platform, config=regime_config(config.scenario, dials, config.level))
     r0 = S.scores(platform, S.Trained("r0"))
     rankers = {S.ranker_label(r): S.scores(platform, r) for r in config.improving + config.harmful}
-    generator = shifted_generator(platform, rankers[TARGET], dials.generator_shift)
-    feed_length = S.level_config(platform.config, LEVEL).feed_length
-    policies = {"R0": logger_policy(platform, r0, dials),
+    generator = shifted_generator(platform, rankers[TARGET], dials.generator_shift, config.level)
+    feed_length = S.level_config(platform.config, config.level).feed_length
+    policies = {"R0": logger_policy(platform, r0, dials, config.level),
                 **{name: feed.Policy(generator, feed.Sort(scores), feed_length) for name, scores in rankers.items()}}
     base = shared_key(key, f"replication:{cell['replication']}")
+    online_base = shared_key(key, f"online:{cell['replication']}")
     contexts = np.arange(platform.world.n_users)
     placements = {name: (shared.placements[dials.temperature] if name == "R0" and dials.temperature > 0
                          else feed.placement(None, p, contexts)) for name, p in policies.items()}
@@ -319,7 +344,7 @@ def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict
     days = config.paper_days if points[0]["map"] == PAPER else config.scenario.days
     for t in range(days):
         d = cell["replication"] * days + t
-        records = _day_records(jax.random.fold_in(base, t), platform, config, dials, policies, placements, log_tables,
-                               d)
+        records = _day_records(jax.random.fold_in(base, t), jax.random.fold_in(online_base, t), platform, config,
+                               dials, policies, placements, log_tables, d)
         out += [{"day": d, **record} for record in records]
     return [{**point, "replication": cell["replication"], **record} for point in points for record in out]

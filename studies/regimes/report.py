@@ -167,19 +167,27 @@ def verdicts(corr: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def settings_frame(config: RegimesConfig, records: pd.DataFrame) -> pd.DataFrame:
-    """One row per (cell, replication, day, signal, target, m) of (d): the exact online difference
-    V(R_t) − V(R₀), whether the target truly improves (> 0) or harms (< 0), and the estimated mean
-    difference, its SE and whether its `confidence` normal CI lies above 0."""
+    """One row per (cell, replication, day, signal, target, m) of (d): the online difference
+    V(R_t) − V(R₀) and its Monte Carlo SE (0 where both values are exact; `online_se` records on a
+    violated level), whether the target truly improves (> 2 SE above 0, i.e. > 0 when exact) or
+    harms (< −2 SE), and the estimated mean difference, its SE and whether its `confidence` normal CI
+    lies above 0. A setting whose Monte Carlo truth is within 2 SE of 0 is neither."""
     keys = [*CELL, "replication", "day", "signal"]
-    online = records[records.quantity == "online"].rename(columns={"value": "online"})[[*keys, "target", "online"]]
-    base = online[online.target == "R0"].drop(columns="target").rename(columns={"online": "online_R0"})
-    online = online[online.target != "R0"].merge(base, on=keys)
+    values = records[records.quantity.isin(["online", "online_se"])].pivot_table(
+        index=[*keys, "target"], columns="quantity", values="value", sort=False).reset_index()
+    if "online_se" not in values:
+        values["online_se"] = 0.0
+    values = values[[*keys, "target", "online", "online_se"]]
+    base = values[values.target == "R0"].drop(columns="target").rename(
+        columns={"online": "online_R0", "online_se": "online_R0_se"})
+    online = values[values.target != "R0"].merge(base, on=keys)
     delta = records[records.quantity.isin(["delta", "delta_se"])].pivot_table(
         index=[*keys, "target", "m"], columns="quantity", values="value", sort=False).reset_index()
     frame = delta.merge(online, on=[*keys, "target"])
     frame["exact_diff"] = frame.online - frame.online_R0
-    frame["improving"] = frame.exact_diff > 0
-    frame["harmful"] = frame.exact_diff < 0
+    frame["exact_diff_se"] = np.hypot(frame.online_se, frame.online_R0_se)
+    frame["improving"] = frame.exact_diff > reporting.Z * frame.exact_diff_se
+    frame["harmful"] = frame.exact_diff < -reporting.Z * frame.exact_diff_se
     z = float(scipy_stats.norm.ppf((1 + config.confidence) / 2))
     frame["detected"] = frame.delta - z * frame.delta_se > 0
     frame.columns.name = None
@@ -640,10 +648,25 @@ def _claim_verdict(verdict: str, se: float) -> str:
     return "not testable" if verdict == "unclear" and not math.isfinite(se) else CLAIM_VERDICTS[verdict]
 
 
-def _paper_r(estimator: str, signal: str, series: str = TARGET) -> float:
-    """Table 2's r of an estimator for the target R_t (or the logger R₀) on the first-level feed (our
-    level's view)."""
-    return table2.PAPER[estimator][table2.SETTINGS.index(("level1", signal, "Rt" if series == TARGET else "R0"))]
+def _paper_r(estimator: str, signal: str, level: str, series: str = TARGET) -> float:
+    """Table 2's r of an estimator for the target R_t (or the logger R₀) on the level's feed."""
+    return table2.PAPER[estimator][table2.SETTINGS.index((level, signal, "Rt" if series == TARGET else "R0"))]
+
+
+def _level_label(level: str) -> str:
+    """Table 2's short name of a feed level: L1, L2."""
+    return "L" + level.removeprefix("level")
+
+
+def _level_prose(config: RegimesConfig) -> str:
+    """The simulated level in words: its view model, candidates, shown items and violations."""
+    lv = S.level_config(config.scenario, config.level)
+    view = "scroll-budget" if lv.view == "scroll_budget" else "exponential"
+    violations = ([f"a cascade (a watch ends the session with probability {lv.cascade:g}: Asm. 2)"] if lv.cascade else []) \
+        + ([f"satiation β = {lv.satiation:g} (Asm. 3)"] if lv.satiation else [])
+    return (f"the {'first' if config.level == 'level1' else 'second'}-level feed ({view} view, N = {lv.candidates} "
+            f"candidates, K = {lv.feed_length} shown, "
+            + (" and ".join(violations) if violations else "no violations of Asm. 1–4") + ")")
 
 
 def _at(table: pd.DataFrame, point: tuple[str, float, float]) -> pd.DataFrame:
@@ -656,15 +679,15 @@ def _where_text(table: str, point: tuple[str, float, float]) -> str:
     return f"{table}, {PAPER} cell" if name == PAPER else f"{table}, {name} ({_fmt(x)}, {_fmt(y)})"
 
 
-def _correlation_claims(every: dict, point: tuple[str, float, float], regime: str) -> list[Claim]:
-    """(a)–(c) per signal at one grid point beside Table 2's r of R_t on the first-level feed."""
+def _correlation_claims(every: dict, point: tuple[str, float, float], regime: str, level: str) -> list[Claim]:
+    """(a)–(c) per signal at one grid point beside Table 2's r of R_t on the same feed level."""
     out = []
     for row in _at(every["a"], point).itertuples():
-        label = f"L1 {SIGNAL_LABELS.get(row.signal, row.signal)} R_t"
+        label = f"{_level_label(level)} {SIGNAL_LABELS.get(row.signal, row.signal)} R_t"
         out.append(Claim(
             f"{SOURCE} §6.1, Table 2", f"DCG (pbm, Q̂), Table 2's best estimator, follows the target's online "
             f"reward over days: Pearson r >= 0.5 and above 0 by 2 SE ({row.signal}; {regime})",
-            f"r = {_paper_r('dcg_pbm_q', row.signal):.2f} ({label})",
+            f"r = {_paper_r('dcg_pbm_q', row.signal, level):.2f} ({label})",
             row.value, _claim_verdict(row.verdict, row.se), row.se, _where_text("table_verdict_a", point)))
     for name, claim in (("b", "nDCG (pbm, Q̂, sessions without an ideal skipped) follows online reward worse than "
                               "DCG (pbm, Q̂), even with the opposite sign"),
@@ -672,11 +695,13 @@ def _correlation_claims(every: dict, point: tuple[str, float, float], regime: st
                               "better than the log discount with raw labels, DCG (log, C)")):
         better, worse = PAIRED[name]
         for row in _at(every[name], point).itertuples():
-            high, low = _paper_r(better, row.signal, row.series), _paper_r(worse, row.signal, row.series)
+            high, low = (_paper_r(better, row.signal, level, row.series),
+                         _paper_r(worse, row.signal, level, row.series))
             policy = SERIES_LABELS[row.series]
             out.append(Claim(
                 f"{SOURCE} §6.1, Table 2", f"{claim} ({row.signal}, {policy}'s series; {regime}): difference in r",
-                f"r {high:.2f} vs {low:.2f}: {high - low:+.2f} (L1 {SIGNAL_LABELS.get(row.signal, row.signal)} "
+                f"r {high:.2f} vs {low:.2f}: {high - low:+.2f} ({_level_label(level)} "
+                f"{SIGNAL_LABELS.get(row.signal, row.signal)} "
                 f"{policy})",
                 row.value, _claim_verdict(row.verdict, row.se), row.se, _where_text(f"table_verdict_{name}", point)))
     return out
@@ -706,11 +731,12 @@ def claims(config: RegimesConfig, every: dict) -> list[Claim]:
     point = base_point(config)
     if point is not None:
         regime = f"default dials, {config.dials.log_sessions:,} sessions a day, G′ = G"
-        out += _correlation_claims(every, point, regime) + _detection_claim(every["d"], point, regime)
+        out += _correlation_claims(every, point, regime, config.level) + _detection_claim(every["d"], point, regime)
     if config.paper_sessions:
         point = (PAPER, float(config.paper_sessions), 0.0)
         regime = f"paper-like cell, {config.paper_sessions:,} sessions a day"
-        out += [c for c in _correlation_claims(every, point, regime) if c.where.startswith("table_verdict_a")]
+        out += [c for c in _correlation_claims(every, point, regime, config.level)
+                if c.where.startswith("table_verdict_a")]
         out += _detection_claim(every["d"], point, regime)
     return out
 
@@ -739,7 +765,7 @@ def report(config: RegimesConfig, records: pd.DataFrame) -> Report:
               "table_verdict_d": every["d"], "table_detection": rates, "table_correlation": corr,
               "table_mechanism": mech, "table_one_click": one, "table_paper_cell": paper}
     return Report(tables=tables, figures=_figures(config, {name: t[t["map"] != PAPER] for name, t in every.items()}),
-                  summary=_summary(config, every, mech, paper, one), claims=claims(config, every), float_format=".3g")
+                  summary=_summary(config, every, mech, paper, one, frame), claims=claims(config, every), float_format=".3g")
 
 
 def _figures(config: RegimesConfig, grid_only: dict[str, pd.DataFrame]) -> dict:
@@ -806,21 +832,34 @@ def _claims_text(config: RegimesConfig) -> str:
              "is at its default and G′ = G as in the paper, with standard errors over replications"
              if point else "no grid point at the default dials (no map passes through them)")
     return ("**Claims** (the Claims section, `table_claims`): Table 2's r for the target R_t (and for (c) the "
-            "logger R₀ as well) on the first-level feed (whose view model, a scroll budget, is the one simulated "
-            f"here) and Fig. 1's finding beside {where}"
+            f"logger R₀ as well) on the simulated level's feed ({_level_label(config.level)}) and Fig. 1's finding "
+            f"beside {where}"
             + (", and beside the paper-like cell" if config.paper_sessions else "") + ". Table 2 "
             "holds one r per setting from one week of one experiment, with no replication, and its own C_imp r "
             "for R_t (0.17, p = 0.75) is far from strong; 'reproduced' here means the direction holds beyond 2 SE "
             "over our replications, not that the r matches the paper's.")
 
 
-def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.DataFrame, one: pd.DataFrame) -> str:
+def _truth_text(frame: pd.DataFrame) -> str:
+    """Where the online truth is exact and where it is a Monte Carlo mean, with the settings of (d)
+    its standard error leaves unresolved."""
+    if not (frame.exact_diff_se > 0).any():
+        return "Correlations and (d) use the exact online reward, not an A/B estimate."
+    unresolved = ~(frame.improving | frame.harmful)
+    return (f"Correlations and (d) use the online reward, exact for the deterministic targets and a Monte Carlo "
+            f"mean for the stochastic logger under the cascade and satiation (the SE of a day's difference is at "
+            f"most {frame.exact_diff_se.max():.2g}, against a median |difference| of "
+            f"{frame.exact_diff.abs().median():.2g}); {reporting.percent(unresolved.mean())} of (d)'s settings lie "
+            f"within 2 SE of 0 and count neither as improving nor as harmful.")
+
+
+def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.DataFrame, one: pd.DataFrame,
+             frame: pd.DataFrame) -> str:
     sc, dials = config.scenario, config.dials
     maps = ", ".join(f"`{name}` ({MAPS[name][0]} × {MAPS[name][1]})" for name in config.maps)
     lines = [
         f"Platform {sc.world.n_users} users × {sc.world.n_items} items (smaller than `correlation`'s 2,000 × "
-        f"1,000, so that a cell takes seconds), one feed level (scroll-budget view, N = {sc.level1.candidates} "
-        f"candidates, K = {sc.level1.feed_length} shown, no violations of Asm. 1–4). Maps: {maps}; each grid point "
+        f"1,000, so that a cell takes seconds), one feed level, {_level_prose(config)}. Maps: {maps}; each grid point "
         f"runs {config.replications} replications × {sc.days} days (disjoint days, the same random numbers at "
         f"every grid point; a regime on several maps is computed once). The engagement and signal maps turn both "
         f"walks off. Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
@@ -846,12 +885,15 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
     ]
     lines += ["", *_reading(every, mech, one), "",
               "**Caveats and where the source differs.** The paper's regime is one production platform with "
-              "40M users, two feed levels and violated assumptions; here one simulated level without violations "
-              "(besides Asm. 5 when G′ ≠ G), a platform of "
+              "40M users, two feed levels and violated assumptions; here one simulated level, "
+              f"{_level_prose(config)} (besides Asm. 5 when G′ ≠ G), a platform of "
               f"{sc.world.n_users} users, {config.replications} replications per grid point ({_level_text(config)}: "
-              "'tie' and 'unclear' mean not established, not equal). (d) is computed on the first-level feed only; "
-              "the paper's Fig. 1 pools both levels. Correlations "
-              "use the exact online reward, not an A/B estimate. The Plackett–Luce logger's propensities are "
+              "'tie' and 'unclear' mean not established, not equal). The paper measured Fig. 1 on the second-level "
+              "feed only; "
+              + ("(d) here is on that feed too. " if config.level == "level2" else
+                 "(d) here is on the first; the preset `level2` (`results/regimes_level2`) computes it on the "
+                 "second. ")
+              + _truth_text(frame) + " The Plackett–Luce logger's propensities are "
               f"estimated from {config.exposure_samples} sampled rankings per user (`feed.placement`), which a "
               "production system would have to do as well; the ε-greedy logger's are exact. (d) pools the "
               "improving targets with the harmful one, so its TPR mixes small and large effects; its truth is the "

@@ -173,6 +173,57 @@ def test_table_value_is_the_online_value_of_an_exact_policy():
                                rtol=1e-5)
 
 
+def test_online_truth_is_the_table_value_without_violations_and_monte_carlo_with_them():
+    """`_online`: on level 1 the table value with SE 0; on level 2 (cascade and satiation) the
+    deterministic target's value is exact (SE 0, equal to `feed.online_value`) and the ε-greedy
+    logger's is a Monte Carlo mean within 3 SE (its own and a 256-sample reference's) of the
+    reference."""
+    compute = importlib.import_module("simrec_studies.regimes.compute")
+    platform = S.platform(jax.random.key(0), SMOKE, 0, rankers=())          # no training: untrained rankers
+    r0, rt = S.scores(platform, S.Popularity()), S.scores(platform, S.NoisyOracle(1.0))
+    for level in S.LEVELS:
+        lv = S.level_config(platform.config, level)
+        scenario = S.day(platform, level, 1).scenario
+        policies = {"R0": S.logging_policy(platform, level, r0), "rt": S.target_policy(platform, level, rt)}
+        true = {name: feed.placement_exposure(feed.placement(None, p, np.arange(platform.world.n_users)),
+                                              scenario.view, platform.world.n_items) for name, p in policies.items()}
+        online = compute._online(jax.random.key(3), platform, scenario, policies, true, lv)
+        if not compute.violated(lv):
+            for name, (value, se) in online.items():
+                np.testing.assert_array_equal(value, regimes.table_value(scenario, true[name]))
+                assert not se.any()
+            continue
+        exact = feed.online_value(None, scenario, policies["rt"])
+        np.testing.assert_allclose(online["rt"][0], exact.mean, rtol=1e-6)
+        assert not online["rt"][1].any()
+        reference = feed.online_value(jax.random.key(4), scenario, policies["R0"], num_samples=256,
+                                      block_size=platform.world.n_users)
+        value, se = online["R0"]
+        assert (se > 0).all()
+        assert (np.abs(value - reference.mean) <= 3 * np.hypot(se, reference.standard_error)).all()
+
+
+def test_a_monte_carlo_truth_within_two_se_of_zero_is_neither_improving_nor_harmful():
+    """`settings_frame` with `online_se` records: differences of 0.05 ± 0.01 and −0.05 ± 0.01 are
+    improving and harmful, 0.01 ± 0.01 is neither; without SE records every sign counts."""
+    config = regimes.RegimesConfig(m=(math.inf,))
+    cell = {"map": "exploration", "x": 0.05, "y": 1e4, "replication": 0, "signal": "watch", "m": math.nan}
+    rows = [{**cell, "day": 0, "target": "R0", "quantity": "online", "value": 1.0},
+            {**cell, "day": 0, "target": "R0", "quantity": "online_se", "value": 0.01}]
+    for target, value in (("rt", 1.05), ("oracle@2", 1.01), ("oracle@8", 0.95)):
+        rows += [{**cell, "day": 0, "target": target, "quantity": "online", "value": value},
+                 {**cell, "day": 0, "target": target, "quantity": "online_se", "value": 0.0},
+                 {**cell, "day": 0, "target": target, "quantity": "delta", "m": math.inf, "value": 0.1},
+                 {**cell, "day": 0, "target": target, "quantity": "delta_se", "m": math.inf, "value": 0.01}]
+    records = pd.DataFrame(rows)
+    frame = regimes.settings_frame(config, records).set_index("target")
+    assert frame.improving.to_dict() == {"rt": True, "oracle@2": False, "oracle@8": False}
+    assert frame.harmful.to_dict() == {"rt": False, "oracle@2": False, "oracle@8": True}
+    assert frame.exact_diff_se.to_numpy() == pytest.approx([0.01] * 3)
+    exact = regimes.settings_frame(config, records[records.quantity != "online_se"]).set_index("target")
+    assert exact.improving.to_dict() == {"rt": True, "oracle@2": True, "oracle@8": False}
+
+
 def _verdict_frame(values: dict) -> pd.DataFrame:
     rows = []
     for estimator, rs in values.items():
@@ -233,10 +284,10 @@ def test_generator_shift_zero_is_g_and_one_is_the_targets_top_n():
     config = dataclasses.replace(SMOKE, level1=dataclasses.replace(SMOKE.level1, candidates=n, feed_length=10))
     platform = dataclasses.replace(platform, config=config, candidates={"level1": g})
     target = feed.from_table(rng.normal(size=(n_users, n_items)).astype(np.float32))
-    assert regimes.shifted_generator(platform, target, 0.0) is g
+    assert regimes.shifted_generator(platform, target, 0.0, "level1") is g
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(S, "retrieval_scores", lambda _: feed.from_table(retrieval))
-        own = np.asarray(regimes.shifted_generator(platform, target, 1.0).items)
+        own = np.asarray(regimes.shifted_generator(platform, target, 1.0, "level1").items)
     expected = np.argsort(-np.asarray(target.params), axis=1, kind="stable")[:, :n]
     assert all(set(a) == set(b) for a, b in zip(own, expected))
 
@@ -244,7 +295,8 @@ def test_generator_shift_zero_is_g_and_one_is_the_targets_top_n():
 def test_config_validation_and_cells():
     for change in ({"maps": ("nowhere",)}, {"epsilons": (0.1, 1.5)}, {"temperatures": (0.0,)},
                    {"sessions": (1,)}, {"replications": 0}, {"m": (0.5,)}, {"paper_sessions": 1},
-                   {"improving": (S.NoisyOracle(1.0),)}, {"confidence": 1.0}):
+                   {"improving": (S.NoisyOracle(1.0),)}, {"confidence": 1.0}, {"level": "level3"},
+                   {"scenario": dataclasses.replace(SMOKE, signals=S.SignalConfig(names=("watch", "share")))}):
         with pytest.raises(runner.ConfigError):
             dataclasses.replace(regimes.PRESETS["default"], **change)
     config = regimes.PRESETS["default"]
@@ -276,13 +328,13 @@ def test_config_validation_and_cells():
     like_shaped = regimes.cell_dials(config, {"map": "signal", "x": 1.0, "y": -7.0})
     assert (like_shaped.global_drift, like_shaped.session_share, like_shaped.item_walk, like_shaped.view_walk,
             like_shaped.watch_slope, like_shaped.watch_shift) == (1.28, 0.0, 0.0, 0.0, 1.0, -7.0)
-    signals = regimes.regime_config(config.scenario, like_shaped).signals
+    signals = regimes.regime_config(config.scenario, like_shaped, config.level).signals
     assert (signals.watch_slope, signals.watch_shift) == (1.0, -7.0)
     assert signals.like_slope == config.scenario.signals.like_slope
     own = regimes.cell_dials(config, {"map": "signal", "x": 0.5, "y": -1.5})
     assert own == regimes.cell_dials(config, {"map": "engagement", "x": 1.28, "y": 0.0})
     assert ["signal", 0.5, -1.5] in next(c for c in cells if ["engagement", 1.28, 0.0] in c["points"])["points"]
-    scenario = regimes.regime_config(config.scenario, dataclasses.replace(config.dials, session_share=0.25))
+    scenario = regimes.regime_config(config.scenario, dataclasses.replace(config.dials, session_share=0.25), config.level)
     assert scenario.drift.session ** 2 + scenario.drift.engagement ** 2 == pytest.approx(config.dials.global_drift ** 2)
     assert scenario.drift.session ** 2 == pytest.approx(0.25 * config.dials.global_drift ** 2)
 
