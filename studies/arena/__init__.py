@@ -26,10 +26,14 @@ noisier score (sd `rival_noise`), and the pair's difference. Each estimator regi
 `simrec.ope` that estimates the online value (`Estimator.online_scale`) and whose inputs a feed log
 provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, MIPS, RIPS, SN-RIPS, SIPS, SN-SIPS,
 β-SIPS, Cascade-DR and AIPS twice, each at every m in `m` (m = ∞: unclipped). MIPS weights each
-logged item by the exposures of its group instead of its own; the groups are A // `group_size`
-k-means clusters of the items' own terms of the logit (v_a/√d, b_a), the best embedding item
-features alone could give: within a group the users' tastes ⟨u_x, v_a⟩ still differ, so MIPS's
-no-direct-effect assumption holds only approximately (tighter with smaller groups). AIPS (true behaviour) is
+logged item by the exposures of its group instead of its own; the groups are A // g k-means
+clusters (g in `group_sizes`) of the items' own terms of the logit (v_a/√d, b_a), the best
+embedding item features alone could give: within a group the users' tastes ⟨u_x, v_a⟩ still
+differ, so MIPS's no-direct-effect assumption holds only approximately (tighter with smaller
+groups). The direct effect e (in `direct_effects`) dials it: each item's terms are moved to its
+group's mean plus e times its deviation (the groups and every draw kept), so that at e = 0 the
+reward depends on the item only through its group and MIPS is unbiased, and at e = 1 the items
+are as drawn. AIPS (true behaviour) is
 given every user's behaviour (position-based or cascade: where the reward depends on the items
 above, i.e. under click-stops, satiation and for the satiating users of ``mixed``), so it is DCG
 under ``position_based`` and RIPS under ``click_stops`` and ``satiation``, and differs from both
@@ -37,9 +41,10 @@ only under ``mixed``; AIPS (behaviour from the log) chooses each user's behaviou
 (`simrec.ope.choose_cascade_sessions`). The reward model q̂(a) of DR and
 Cascade-DR is each item's click rate per view on a separate pilot log of the logger
 (`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views
-(`ope.click_rate_model`). A cell is (behaviour, catalogue, logger, exploration level): it draws
-`replications` independent logs of max(`sessions`) sessions and scores the first N sessions of
-each for every N in `sessions` (nested log sizes: one learning curve per replication).
+(`ope.click_rate_model`). A cell is (behaviour, catalogue, group size, direct effect, logger,
+exploration level): it draws `replications` independent logs of max(`sessions`) sessions and
+scores the first N sessions of each for every N in `sessions` (nested log sizes: one learning curve
+per replication).
 
 Scores per (setting, estimator, m) over the replications: bias, standard deviation and relative
 MSE = mean (estimate − truth)² / truth², with its standard error, of the target's value and of the
@@ -94,7 +99,12 @@ class ArenaConfig:
     confidence: float = 0.99                          # level of the sign test on the pair's difference
     dim: int = 4                                      # latent dimension d of the world
     offset: float = -2.0                              # logit offset (sets the click rates)
-    group_size: int = 5                               # MIPS: A // group_size item groups (k-means)
+    #: MIPS: A // g item groups (k-means), one world per g; the figures and the claims but MIPS's own
+    #: show the first g at the largest direct effect
+    group_sizes: tuple[int, ...] = (5,)
+    #: the share e of each item's deviation from its group's mean kept in its terms of the logit:
+    #: 1 = the items as drawn, 0 = no direct effect (MIPS's assumption exactly); one world per e
+    direct_effects: tuple[float, ...] = (1.0,)
     pilot_sessions: int = 10_000                      # DR reward model: the pilot log's sessions
     prior_views: float = 10.0                         # DR reward model: pseudo-views at the overall rate
 
@@ -134,21 +144,33 @@ class ArenaConfig:
         checked(validate.integer, "dim", self.dim, low=1)
         checked(validate.finite, "offset", self.offset)
         checked(validate.integer, "pilot_sessions", self.pilot_sessions, low=1)
-        checked(validate.integer, "group_size (items per MIPS group)", self.group_size, low=1)
+        for name in ("group_sizes", "direct_effects"):
+            values = getattr(self, name)
+            if not values or len(set(values)) != len(values):
+                raise ConfigError(f"{name} must be a non-empty tuple of distinct values, got {values}")
+        for g in self.group_sizes:
+            checked(validate.integer, "group_sizes (items per MIPS group)", g, low=1)
+        for e in self.direct_effects:
+            checked(validate.probability, "direct_effects", e)
         checked(validate.probability, "confidence", self.confidence, low_open=True, high_open=True)
 
 
 PRESETS = {
-    "smoke": ArenaConfig(behaviours=("position_based", "mixed"), catalogues=(6, 20), temperatures=(1.0,), group_size=3,
-                         epsilons=(0.3,),
+    "smoke": ArenaConfig(behaviours=("position_based", "mixed"), catalogues=(6, 20), temperatures=(1.0,),
+                         group_sizes=(3,), epsilons=(0.3,),
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
-    "paper": ArenaConfig(catalogues=(10, 100, 1_000), sessions=(1_000, 10_000, 100_000), replications=50),
+    "paper": ArenaConfig(catalogues=(10, 100, 800), sessions=(1_000, 10_000, 100_000), replications=50),
+    # MIPS's assumption dialled: group size x direct effect on the position-based behaviour
+    "mips": ArenaConfig(behaviours=("position_based",), catalogues=(100, 500), group_sizes=(5, 1, 25),
+                        direct_effects=(0.0, 0.5, 1.0), temperatures=(0.5,), epsilons=(0.05,)),
 }
 
 COLUMNS = {
     "behaviour": str,       # the user behaviour (BEHAVIOURS)
     "catalogue": int,       # items A
+    "group_size": int,      # items per MIPS group g (A // g k-means groups)
+    "direct_effect": float,  # the share e of each item's deviation from its group kept (1: as drawn)
     "logger": str,          # "plackett_luce" or "epsilon_greedy"
     "exploration": float,   # the logger's temperature T or ε
     "sessions": int,        # log size N (0 for the truth)
@@ -178,4 +200,4 @@ STUDY = Study(
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 180, "paper": 4800})
+    expected_seconds={"smoke": 45, "default": 180, "paper": 4800, "mips": 180})

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import feed, ope
-from simrec.runner import cell_key, shared_key
+from simrec.runner import ConfigError, cell_key, shared_key
 
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
@@ -24,8 +24,10 @@ SIGNAL = "click"
 def cells(config: ArenaConfig) -> list[dict]:
     loggers = ([("plackett_luce", float(t)) for t in config.temperatures]
                + [("epsilon_greedy", float(e)) for e in config.epsilons])
-    return [{"behaviour": b, "catalogue": a, "logger": kind, "exploration": level}
-            for b in config.behaviours for a in config.catalogues for kind, level in loggers]
+    return [{"behaviour": b, "catalogue": a, "group_size": g, "direct_effect": float(e), "logger": kind,
+             "exploration": level}
+            for b in config.behaviours for a in config.catalogues for g in config.group_sizes
+            for e in config.direct_effects for kind, level in loggers]
 
 
 def logging_ranker(kind: str, level: float, scores: np.ndarray):
@@ -50,8 +52,8 @@ class World:
 
 @dataclass(frozen=True, eq=False)
 class Shared:
-    """The world of each catalogue size."""
-    worlds: dict[int, World]
+    """The world of each (catalogue size, group size, direct effect)."""
+    worlds: dict[tuple[int, int, float], World]
 
 
 def item_groups(key, features: np.ndarray, groups: int, iterations: int = 50) -> np.ndarray:
@@ -68,31 +70,64 @@ def item_groups(key, features: np.ndarray, groups: int, iterations: int = 50) ->
     return labels
 
 
-def world(key, config: ArenaConfig, n_items: int) -> World:
+def _toward_group_means(values: np.ndarray, groups: np.ndarray, keep: float) -> np.ndarray:
+    """Each row's group mean plus `keep` times its deviation from it.  values: f[A, ...]."""
+    values = np.asarray(values, np.float64)
+    sums = np.zeros((groups.max() + 1, *values.shape[1:]))
+    np.add.at(sums, groups, values)
+    sizes = np.maximum(np.bincount(groups, minlength=sums.shape[0]), 1)          # a group k-means left empty: unused
+    means = (sums / sizes.reshape(-1, *[1] * (values.ndim - 1)))[groups]
+    return means + keep * (values - means)
+
+
+def world(key, config: ArenaConfig, n_items: int, group_size: int, direct_effect: float = 1.0) -> World:
     """q(x, a) = sigmoid(⟨u_x, v_a⟩/√d + b_a + offset) with u, v, b standard normal; the scores are
     the true logit plus normal noise of sd `logger_noise` / `target_noise` / `rival_noise` (the
     rival's noise from fold_in(key, 5)); the items' groups are the k-means clusters
     (`item_groups`, from fold_in(key, 6)) of their terms of the logit (v_a/√d, b_a), A //
-    `group_size` of them (at least 1)."""
+    `group_size` of them (at least 1). With ``direct_effect`` e < 1 every item's (v_a, b_a) is
+    first moved to its group's mean plus e times its deviation: at e = 0 the items of a group share
+    their click probabilities and scores' logit, so the reward depends on the item only through its
+    group (MIPS's no-direct-effect assumption, Saito & Joachims ICML'22, holds exactly); the groups
+    and every random draw are those of e = 1."""
     k_user, k_item, k_bias, k_logger, k_target = jax.random.split(key, 5)
     shape = (config.contexts, n_items)
     users = jax.random.normal(k_user, (config.contexts, config.dim))
     items = jax.random.normal(k_item, (n_items, config.dim))
     bias = jax.random.normal(k_bias, (n_items,))
-    logit = (users @ items.T / np.sqrt(config.dim) + bias + config.offset)
     features = np.column_stack([np.asarray(items) / np.sqrt(config.dim), np.asarray(bias)])
+    groups = item_groups(jax.random.fold_in(key, 6), features, max(1, n_items // group_size))
+    if direct_effect != 1.0:
+        items = jnp.asarray(_toward_group_means(items, groups, direct_effect), jnp.float32)
+        bias = jnp.asarray(_toward_group_means(bias, groups, direct_effect), jnp.float32)
+    logit = (users @ items.T / np.sqrt(config.dim) + bias + config.offset)
     return World(np.asarray(jax.nn.sigmoid(logit), np.float32),
                  np.asarray(logit + config.logger_noise * jax.random.normal(k_logger, shape), np.float32),
                  np.asarray(logit + config.target_noise * jax.random.normal(k_target, shape), np.float32),
                  np.asarray(logit + config.rival_noise * jax.random.normal(jax.random.fold_in(key, 5), shape),
                             np.float32),
-                 item_groups(jax.random.fold_in(key, 6), features, max(1, n_items // config.group_size)))
+                 groups)
 
 
 def setup(key, config: ArenaConfig) -> Shared:
-    """One world per catalogue size, from shared_key(key, "world:A"): every behaviour and logger of
-    a catalogue size meets the same users and items."""
-    return Shared({a: world(shared_key(key, f"world:{a}"), config, a) for a in config.catalogues})
+    """One world per (catalogue size A, group size, direct effect), from shared_key(key, "world:A"):
+    every behaviour, logger, group size and direct effect of a catalogue size meets the same users
+    and items (common random numbers). Raises ConfigError when a Plackett–Luce logger's exposures
+    would be a Monte Carlo estimate (`feed.race_nodes`: A · K above its limit, or scores too spread
+    at a low temperature): every estimator here needs the exact logging propensities."""
+    worlds = {(a, g, float(e)): world(shared_key(key, f"world:{a}"), config, a, g, e)
+              for a in config.catalogues for g in config.group_sizes for e in config.direct_effects}
+    contexts = np.arange(config.contexts)
+    for (a, _, _), w in worlds.items():
+        for t in config.temperatures:
+            logger = feed.Policy(feed.all_items(a), logging_ranker("plackett_luce", t, w.logger_scores),
+                                 config.feed_length)
+            if feed.race_nodes(logger, contexts) is None:
+                raise ConfigError(f"catalogues: the Plackett–Luce logger at temperature {t:g} over A = {a} items "
+                                  f"with K = {config.feed_length} has no exact exposure (feed.race_nodes); use "
+                                  f"smaller catalogues (A · K <= 4096), a higher temperature, or only the ε-greedy "
+                                  f"logger (temperatures=())")
+    return Shared(worlds)
 
 
 def cascade_contexts(config: ArenaConfig, behaviour: str) -> np.ndarray:
@@ -148,20 +183,21 @@ def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -
 
 
 def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
-    """Records of one (behaviour, catalogue, logger, exploration): the exact truth (the target's value
+    """Records of one (behaviour, catalogue, group size, direct effect, logger, exploration): the exact
+    truth (the target's value
     and its difference to the rival), then every estimator at every m on the first N sessions of
     each of the `replications` logs, for every N in `sessions`. The pilot log draws from
     fold_in(cell_key, 0), the logs from fold_in(cell_key, 1)."""
     n_items = cell["catalogue"]
-    w = shared.worlds[n_items]
+    w = shared.worlds[n_items, cell["group_size"], cell["direct_effect"]]
     scene = scenario(config, cell["behaviour"], w)
     candidates = feed.all_items(n_items)
     logger = feed.Policy(candidates, logging_ranker(cell["logger"], cell["exploration"], w.logger_scores),
                          config.feed_length)
     target = feed.Policy(candidates, feed.Sort(feed.from_table(w.target_scores)), config.feed_length)
     rival = feed.Policy(candidates, feed.Sort(feed.from_table(w.rival_scores)), config.feed_length)
-    head = {"behaviour": cell["behaviour"], "catalogue": n_items, "logger": cell["logger"],
-            "exploration": cell["exploration"]}
+    head = {"behaviour": cell["behaviour"], "catalogue": n_items, "group_size": cell["group_size"],
+            "direct_effect": cell["direct_effect"], "logger": cell["logger"], "exploration": cell["exploration"]}
     truth, rival_truth = (float(feed.online_value(None, scene, policy).mean[0]) for policy in (target, rival))
     rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": truth,
              "value_se": np.nan, "difference": truth - rival_truth, "difference_se": np.nan}]

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
 LOGGER = ["logger", "exploration"]
-SETTING = ["behaviour", "catalogue", *LOGGER, "sessions"]
+MIPS_WORLD = ["group_size", "direct_effect"]     # the world's MIPS groups and direct effect
+WORLD = ["behaviour", "catalogue", *MIPS_WORLD, *LOGGER]    # one truth
+MIPS_COLUMNS = {"mips": "MIPS", "dcg": "DCG"}    # the names in `table_mips`'s columns
+SETTING = [*WORLD, "sessions"]
 LOGGER_NAMES = {"plackett_luce": "Plackett–Luce T", "epsilon_greedy": "ε-greedy ε"}
 
 
@@ -35,10 +38,10 @@ def _squared_errors(records: pd.DataFrame, quantity: str = "value") -> pd.DataFr
     """The estimates of ``quantity`` ("value" or "difference") beside their truth: columns SETTING,
     estimator, m, replication, value (the estimate), value_truth, error, relative squared error
     (error / truth)², and the difference's standard error."""
-    truth = records[records.estimator == "truth"][["behaviour", "catalogue", *LOGGER, quantity]]
+    truth = records[records.estimator == "truth"][[*WORLD, quantity]]
     est = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", quantity,
                                                  "difference_se"]]
-    est = est.merge(truth, on=["behaviour", "catalogue", *LOGGER], suffixes=("", "_truth"))
+    est = est.merge(truth, on=WORLD, suffixes=("", "_truth"))
     est = est.rename(columns={quantity: "value", f"{quantity}_truth": "value_truth"})
     return est.assign(error=est.value - est.value_truth,
                       relative_squared_error=((est.value - est.value_truth) / est.value_truth) ** 2)
@@ -61,7 +64,7 @@ def errors(records: pd.DataFrame) -> pd.DataFrame:
                           "relative variance": g.value.var(ddof=1) / truth ** 2, "replications": len(g),
                           "defined": defined})
     out = sq.groupby([*SETTING, "estimator", "m"], sort=False).apply(summary, include_groups=False).reset_index()
-    out.insert(4, "variant", [variant(e, m) for e, m in zip(out.estimator, out.m)])
+    out.insert(out.columns.get_loc("sessions"), "variant", [variant(e, m) for e, m in zip(out.estimator, out.m)])
     return out
 
 
@@ -86,7 +89,7 @@ def differences(records: pd.DataFrame, confidence: float) -> pd.DataFrame:
                           "wrong sign": (called & ~right).mean() if defined == len(g) else np.nan,
                           "replications": len(g), "defined": defined})
     out = sq.groupby([*SETTING, "estimator", "m"], sort=False).apply(summary, include_groups=False).reset_index()
-    out.insert(4, "variant", [variant(e, m) for e, m in zip(out.estimator, out.m)])
+    out.insert(out.columns.get_loc("sessions"), "variant", [variant(e, m) for e, m in zip(out.estimator, out.m)])
     return out
 
 
@@ -206,26 +209,36 @@ def _finished(fig, axes, title: str):
     return fig
 
 
+def _logger_labels(data: pd.DataFrame) -> list[str]:
+    """Each row's logger and exploration level as the figures name them ("ε-greedy ε = 0.05")."""
+    return [f"{LOGGER_NAMES[k]} = {v:g}" for k, v in zip(data.logger, data.exploration)]
+
+
+def _grid_figure(data: pd.DataFrame, rows: str, x: str, hue: str, style: str, xlabel: str, title: str):
+    """Relative MSE against ``x`` (both log scale), one panel per (``rows`` value, catalogue); lines:
+    ``hue``, dashes: ``style``."""
+    import seaborn as sns
+    row_values, catalogues = list(dict.fromkeys(data[rows])), sorted(set(data.catalogue))
+    fig, axes = reporting.figure(len(row_values), len(catalogues), width=3.6, height=3.0, sharex=True)
+    with reporting.theme():
+        for i, row in enumerate(row_values):
+            for j, catalogue in enumerate(catalogues):
+                ax = axes[i, j]
+                panel = data[(data[rows] == row) & (data.catalogue == catalogue)]
+                sns.lineplot(data=panel, x=x, y="relative MSE", hue=hue, style=style, marker="o", errorbar=None,
+                             ax=ax, legend=(i, j) == (0, len(catalogues) - 1))
+                ax.set(xscale="log", yscale="log", title=f"{row}, {catalogue} items",
+                       xlabel=xlabel if i == len(row_values) - 1 else "", ylabel="relative MSE" if j == 0 else "")
+    return _finished(fig, axes, title)
+
+
 def _figure(table: pd.DataFrame, m: float):
     """Relative MSE against the log size, one panel per (behaviour, catalogue); lines: estimators,
     dashes: the logger and its exploration."""
-    import seaborn as sns
-    behaviours, catalogues = list(dict.fromkeys(table.behaviour)), sorted(set(table.catalogue))
     data = table[table.m == m]
-    data = data.assign(logger=[f"{LOGGER_NAMES[k]} = {v:g}" for k, v in zip(data.logger, data.exploration)],
-                       estimator=data.estimator.map(lambda e: ope.ESTIMATORS[e].label))
-    fig, axes = reporting.figure(len(behaviours), len(catalogues), width=3.6, height=3.0, sharex=True)
-    with reporting.theme():
-        for i, behaviour in enumerate(behaviours):
-            for j, catalogue in enumerate(catalogues):
-                ax = axes[i, j]
-                panel = data[(data.behaviour == behaviour) & (data.catalogue == catalogue)]
-                sns.lineplot(data=panel, x="sessions", y="relative MSE", hue="estimator", style="logger",
-                             marker="o", errorbar=None, ax=ax, legend=(i, j) == (0, len(catalogues) - 1))
-                ax.set(xscale="log", yscale="log", title=f"{behaviour}, {catalogue} items",
-                       xlabel="logged sessions" if i == len(behaviours) - 1 else "",
-                       ylabel="relative MSE" if j == 0 else "")
-    return _finished(fig, axes, f"Relative MSE against the exact truth (m = {_m_text(m)})")
+    data = data.assign(logger=_logger_labels(data), estimator=data.estimator.map(lambda e: ope.ESTIMATORS[e].label))
+    return _grid_figure(data, "behaviour", "sessions", "estimator", "logger", "logged sessions",
+                        f"Relative MSE against the exact truth (m = {_m_text(m)})")
 
 
 def _power_figure(diffs: pd.DataFrame, m: float):
@@ -262,17 +275,28 @@ def _paired_counts(records: pd.DataFrame, estimator: str, other: str, behaviours
     beyond it, and all such settings."""
     sq = _squared_errors(records, quantity)
     sq = sq[np.isinf(sq.m) & sq.behaviour.isin(behaviours) & (sq.sessions == sq.sessions.max())]
-    lower = higher = total = 0
-    for _, g in sq.groupby(SETTING, sort=False):
+    found = paired_comparison(sq, estimator, other, spread)
+    return int((found == "lower").sum()), int((found == "higher").sum()), len(found)
+
+
+def paired_comparison(sq: pd.DataFrame, estimator: str, other: str, spread: bool = False) -> pd.Series:
+    """Per setting of `_squared_errors` rows (one m), ``estimator`` against ``other`` on the same
+    logs: "lower" where its relative squared errors (with ``spread``: squared deviations of its
+    estimates from their mean over the logs) lie below the other's beyond the verdict rule,
+    "higher" where above, else "tie"; settings without both are left out. Indexed by SETTING."""
+    out = {}
+    for setting, g in sq.groupby(SETTING, sort=False):
         paired = g.pivot_table(index="replication", columns="estimator",
                                values="value" if spread else "relative_squared_error")
         if {estimator, other} <= set(paired.columns):
             if spread:
                 paired = (paired - paired.mean()) ** 2
-            total += 1
-            lower += reporting.paired_verdict(paired[other] - paired[estimator]).verdict == "holds"
-            higher += reporting.paired_verdict(paired[estimator] - paired[other]).verdict == "holds"
-    return lower, higher, total
+            out[setting] = ("lower" if reporting.paired_verdict(paired[other] - paired[estimator]).verdict == "holds"
+                            else "higher" if reporting.paired_verdict(paired[estimator] - paired[other]).verdict
+                            == "holds" else "tie")
+    index = pd.MultiIndex.from_tuples(list(out), names=SETTING) if out else \
+        pd.MultiIndex.from_arrays([[]] * len(SETTING), names=SETTING)
+    return pd.Series(list(out.values()), index=index, dtype=object)
 
 
 def _claims(table: pd.DataFrame, records: pd.DataFrame) -> list[Claim]:
@@ -406,7 +430,7 @@ def _selection_lines(selected: pd.DataFrame) -> list[str]:
 
 
 def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame,
-                 selected: pd.DataFrame) -> str:
+                 selected: pd.DataFrame, mips: pd.DataFrame) -> str:
     lines = [f"The exact online reward of a deterministic target ranking K = {config.feed_length} of A items, "
              "estimated from logs of a Plackett–Luce logger (temperatures "
              f"{', '.join(f'{t:g}' for t in config.temperatures) or 'none'}) and an ε-greedy logger around its sorted "
@@ -429,11 +453,15 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
                   "SN-RIPS): "
                   + "; ".join(f"{v} in {n} settings" for v, n in undefined.variant.value_counts().items())
                   + " — left out of those settings' rankings."]
-    largest = table[table.sessions == table.sessions.max()]
+    base = base_world(config, table)
+    largest = base[base.sessions == base.sessions.max()]
     unclipped = largest[np.isinf(largest.m)]
     if len(unclipped):
         lines += ["", f"Bias and variance at N = {int(table.sessions.max()):,}, m = ∞ (median over catalogues and "
-                  "loggers of relative bias² / relative variance):", ""]
+                  "loggers of relative bias² / relative variance"
+                  + (f"; the world of {config.group_sizes[0]} items per MIPS group, direct effect "
+                     f"{max(config.direct_effects):g}" if len(config.group_sizes) * len(config.direct_effects) > 1
+                     else "") + "):", ""]
         for behaviour, g in unclipped.groupby("behaviour", sort=False):
             parts = g.groupby("estimator", sort=False)[["relative bias²", "relative variance"]].median()
             lines.append(f"- {behaviour}: " + "; ".join(
@@ -446,6 +474,7 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
                       for e, row in by_catalogue.iterrows())
                   + f" for {' → '.join(str(c) for c in by_catalogue.columns)} items."]
         lines += _mips_lines(config, unclipped)
+    lines += _mips_dial_lines(mips)
     lines += _difference_lines(config, diffs)
     lines += _selection_lines(selected)
     lines += ["", "Caveats: the worlds are random low-rank click models chosen to make the four behaviours "
@@ -468,6 +497,96 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
     return "\n".join(lines)
 
 
+def base_world(config: ArenaConfig, frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the world every figure and claim shows but MIPS's own: the first group size and
+    the largest direct effect (the items as drawn when it is 1)."""
+    return frame[(frame.group_size == config.group_sizes[0]) & (frame.direct_effect == max(config.direct_effects))]
+
+
+def mips_table(records: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """MIPS beside DCG, unclipped, per setting (every world): each one's relative bias
+    (mean estimate − truth) / truth with its SE over the logs, relative variance and relative MSE,
+    MIPS's relative MSE over DCG's, and whether MIPS's squared errors lie below DCG's on the same
+    logs beyond the verdict rule ("lower"), above ("higher") or neither ("tie")."""
+    rows = table[np.isinf(table.m) & table.estimator.isin(["mips", "dcg"])]
+    if not {"mips", "dcg"} <= set(rows.estimator):
+        return pd.DataFrame()
+    rows = rows.assign(**{"relative bias": rows.bias / rows.truth,
+                          "relative bias SE": rows.sd / np.sqrt(rows.replications) / rows.truth.abs()})
+    wide = rows.pivot_table(index=SETTING, columns="estimator", sort=False,
+                            values=["relative bias", "relative bias SE", "relative variance", "relative MSE"])
+    wide.columns = [f"{MIPS_COLUMNS[e]} {value}" for value, e in wide.columns]
+    mips, dcg = MIPS_COLUMNS["mips"], MIPS_COLUMNS["dcg"]
+    wide[f"{mips} / {dcg} relative MSE"] = wide[f"{mips} relative MSE"] / wide[f"{dcg} relative MSE"]
+    sq = _squared_errors(records)
+    wide[f"{mips} vs {dcg}"] = paired_comparison(sq[np.isinf(sq.m)], "mips", "dcg")
+    return wide.reset_index()
+
+
+def _mips_figure(mips: pd.DataFrame):
+    """MIPS's and DCG's relative MSE (m = ∞, largest log size) against the group size, a line per
+    direct effect, a panel per (logger, catalogue)."""
+    mips_label, dcg_label = MIPS_COLUMNS["mips"], MIPS_COLUMNS["dcg"]
+    data = mips[mips.sessions == mips.sessions.max()]
+    data = pd.concat([data.assign(estimator=label, **{"relative MSE": data[f"{label} relative MSE"]})
+                      for label in (mips_label, dcg_label)], ignore_index=True)
+    data = data.assign(logger=_logger_labels(data), **{"direct effect": data.direct_effect.map(lambda e: f"{e:g}")})
+    return _grid_figure(data, "logger", "group_size", "direct effect", "estimator", "items per MIPS group",
+                        f"MIPS's assumption dialled: relative MSE at N = {int(data.sessions.max()):,}, m = ∞ "
+                        "(direct effect 0: no direct effect)")
+
+
+def _mips_dial_lines(mips: pd.DataFrame) -> list[str]:
+    """The MIPS dial in words (largest log size): per direct effect, MIPS's median relative bias and
+    its relative MSE over DCG's along the group size, and how often it beats DCG."""
+    if mips.empty or mips[MIPS_WORLD].drop_duplicates().shape[0] < 2:
+        return []
+    mips_label, dcg_label = MIPS_COLUMNS["mips"], MIPS_COLUMNS["dcg"]
+    largest = mips[mips.sessions == mips.sessions.max()]
+    lines = ["", f"MIPS's assumption dialled (`table_mips`, `fig_mips`; N = {int(largest.sessions.max()):,}, m = ∞, "
+             "medians over catalogues and loggers): per direct effect e, along the group size, MIPS's relative bias "
+             f"and its relative MSE as a multiple of {dcg_label}'s, then the settings where its squared errors lie "
+             f"below / above {dcg_label}'s beyond 2 SE:", ""]
+    for effect, g in largest.groupby("direct_effect", sort=True):
+        steps = g.groupby("group_size", sort=True).agg(
+            bias=(f"{mips_label} relative bias", "median"),
+            ratio=(f"{mips_label} / {dcg_label} relative MSE", "median"))
+        verdicts = g[f"{mips_label} vs {dcg_label}"].value_counts()
+        lines.append(f"- e = {effect:g}: " + "; ".join(f"{int(size)} per group: bias {row.bias:+.3f}, MSE "
+                                                       f"{row.ratio:.2f}×" for size, row in steps.iterrows())
+                     + f" ({verdicts.get('lower', 0)} lower, {verdicts.get('higher', 0)} higher, "
+                     f"{verdicts.get('tie', 0)} tied of {len(g)}).")
+    return lines
+
+
+def _mips_claims(mips: pd.DataFrame) -> list[Claim]:
+    """Saito & Joachims's two MIPS claims where their assumption holds exactly (direct effect 0,
+    groups of more than one item; largest log size, m = ∞): unbiased (mean of the logs within 2 SE
+    of the truth in all but about 5 % of the settings), and a smaller error than IPS (here DCG)."""
+    if mips.empty:
+        return []
+    mips_label, dcg_label = MIPS_COLUMNS["mips"], MIPS_COLUMNS["dcg"]
+    exact = mips[(mips.direct_effect == 0) & (mips.group_size > 1) & (mips.sessions == mips.sessions.max())]
+    if exact.empty:
+        return []
+    z = exact[f"{mips_label} relative bias"] / exact[f"{mips_label} relative bias SE"]
+    missed, n = int((np.abs(z) > reporting.Z).sum()), len(exact)
+    verdicts = exact[f"{mips_label} vs {dcg_label}"].value_counts()
+    lower, higher = int(verdicts.get("lower", 0)), int(verdicts.get("higher", 0))
+    where = "table_mips (direct effect 0, m = ∞, largest log size)"
+    return [Claim("Saito & Joachims ICML'22 §3", "MIPS is unbiased when the reward depends on the item only "
+                  "through its embedding (no direct effect; here the item's group)", "",
+                  f"mean of the logs beyond 2 SE of the truth in {missed} of {n} settings (about 5 % expected by "
+                  f"chance; median |relative bias| {exact[f'{mips_label} relative bias'].abs().median():.3f})",
+                  "reproduced" if missed <= max(1, round(0.1 * n)) else "not reproduced", where=where),
+            Claim("Saito & Joachims ICML'22 §4–5", "where MIPS's assumption holds, marginalising the weights over "
+                  "the embedding lowers the error of IPS (here DCG)", "",
+                  f"smaller squared error beyond 2 SE in {lower} of {n} settings, larger in {higher}, tied in "
+                  f"{n - lower - higher}",
+                  "reproduced" if lower > n / 2 and not higher else
+                  "not reproduced" if higher >= max(lower, 1) else "tie", where=where)]
+
+
 def _mips_lines(config: ArenaConfig, unclipped: pd.DataFrame) -> list[str]:
     """MIPS beside DCG at the largest log size, m = ∞: the median relative bias per behaviour, and
     where MIPS's error is smaller only because its groups' bias offsets the behaviour's."""
@@ -475,7 +594,8 @@ def _mips_lines(config: ArenaConfig, unclipped: pd.DataFrame) -> list[str]:
             .groupby(["behaviour", "estimator"], sort=False).relative_bias.median().unstack())
     if not {"mips", "dcg"} <= set(bias.columns):
         return []
-    text = (f"MIPS (item groups: A // {config.group_size} k-means clusters of the items' terms of the logit) beside "
+    text = (f"MIPS (item groups: A // {config.group_sizes[0]} k-means clusters of the items' terms of the logit) "
+            "beside "
             "DCG, median relative bias (estimate − truth) / truth at this N and m = ∞: " + "; ".join(
                 f"{behaviour} MIPS {row.mips:+.3f}, DCG {row.dcg:+.3f}" for behaviour, row in bias.iterrows()) + ".")
     own = bias.mips.get("position_based", math.nan)
@@ -495,12 +615,18 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     won = winners(records)
     diffs = differences(records, config.confidence)
     selected = selection(records, won.winner.value_counts().index[0])
-    pivot = won.pivot_table(index=["behaviour", *LOGGER, "catalogue"], columns="sessions", values="winner",
-                            aggfunc="first", sort=False).reset_index()
-    figures = {f"fig_mse_m{_m_text(m).replace('∞', 'inf')}": _figure(table, m) for m in config.m}
-    figures[f"fig_power_m{_m_text(max(config.m)).replace('∞', 'inf')}"] = _power_figure(diffs, max(config.m))
-    return Report(tables={"table_errors": table.drop(columns=["estimator", "m"]), "table_winners": won,
-                          "table_winner_map": pivot, "table_differences": diffs.drop(columns=["estimator", "m"]),
-                          "table_difference_winners": winners(records, "difference"), "table_selection": selected},
-                  figures=figures, summary=summary_text(config, table, won, diffs, selected),
-                  claims=_claims(table, records))
+    mips = mips_table(records, table)
+    pivot = won.pivot_table(index=["behaviour", *MIPS_WORLD, *LOGGER, "catalogue"], columns="sessions",
+                            values="winner", aggfunc="first", sort=False).reset_index()
+    base_table, base_diffs = base_world(config, table), base_world(config, diffs)
+    figures = {f"fig_mse_m{_m_text(m).replace('∞', 'inf')}": _figure(base_table, m) for m in config.m}
+    figures[f"fig_power_m{_m_text(max(config.m)).replace('∞', 'inf')}"] = _power_figure(base_diffs, max(config.m))
+    tables = {"table_errors": table.drop(columns=["estimator", "m"]), "table_winners": won,
+              "table_winner_map": pivot, "table_differences": diffs.drop(columns=["estimator", "m"]),
+              "table_difference_winners": winners(records, "difference"), "table_selection": selected}
+    several = not mips.empty and mips[MIPS_WORLD].drop_duplicates().shape[0] > 1
+    if several:
+        tables["table_mips"] = mips
+        figures["fig_mips"] = _mips_figure(mips)
+    return Report(tables=tables, figures=figures, summary=summary_text(config, table, won, diffs, selected, mips),
+                  claims=_claims(base_table, base_world(config, records)) + (_mips_claims(mips) if several else []))

@@ -17,7 +17,7 @@ from simrec_studies.common import scenarios as S
 from simrec_studies.common import table2
 from simrec_studies.common.table2 import ESTIMATORS
 from simrec_studies.regimes.compute import (CORRELATED, DIALS, MAP_DIALS, MAPS, PAPER, SERIES, TARGET, cell_dials, grid,
-                                            grid_points)
+                                            grid_points, violated)
 
 if TYPE_CHECKING:
     from simrec_studies.regimes import RegimesConfig
@@ -515,38 +515,63 @@ def _trend(table: pd.DataFrame, name: str, axis: str, column: str, fmt: str = "+
 
 
 def _reading(every: dict, mech: pd.DataFrame, one: pd.DataFrame) -> list[str]:
-    """The mechanism paragraphs: each verdict's statistic along the dials that move it."""
+    """The mechanism paragraphs: each verdict's statistic along the dials that move it (only the
+    computed maps' clauses)."""
+    paragraphs = [_reading_a(every["a"], mech), _reading_b(every["b"], one), _reading_c(every["c"]),
+                  _reading_d(every["d"])]
     return ["**Reading the maps** (each statistic averaged over the other dial and the signals):", "",
-            _reading_a(every["a"], mech), _reading_b(every["b"], one), _reading_c(every["c"]), _reading_d(every["d"])]
+            *(p for p in paragraphs if p)]
+
+
+def _on(table: pd.DataFrame, name: str) -> bool:
+    """Whether the table holds grid points of map `name`."""
+    return bool((table["map"] == name).any())
+
+
+def _clauses(*clauses: str) -> str:
+    """The non-empty clauses joined by "; "."""
+    return "; ".join(c for c in clauses if c)
 
 
 def _reading_a(a: pd.DataFrame, mech: pd.DataFrame) -> str:
     """(a) along the log size, exploration, the Plackett–Luce temperature and the generator shift."""
     ceiling = mech.melt(id_vars=CELL, value_vars=[col for col in mech if col.startswith("ceiling DCG (pbm, Q̂)")],
                         value_name="ceiling")
-    return (
-        f"- (a) noise: along the log size the mean r of DCG (pbm, Q̂) is {_trend(a, 'exploration', 'y', 'value')}, "
+    text = _clauses(
+        f"along the log size the mean r of DCG (pbm, Q̂) is {_trend(a, 'exploration', 'y', 'value')}, "
         f"and the ceiling that one day's standard error puts on r (sqrt(1 − SE²/Var over days)) is "
         f"{_trend(ceiling, 'exploration', 'y', 'ceiling', '.2f')}; along exploration, "
-        f"{_trend(a, 'exploration', 'x', 'value')} (rarer exploration: larger weights 1/ε₀, noisier days); "
-        f"with the Plackett–Luce logger, {_trend(a, 'plackett_luce', 'x', 'value')}; along the target's generator "
-        f"shift, {_trend(a, 'generator', 'x', 'value')} (the target's exposure outside R₀'s support, "
+        f"{_trend(a, 'exploration', 'x', 'value')} (rarer exploration: larger weights 1/ε₀, noisier days)"
+        if _on(a, "exploration") else "",
+        f"with the Plackett–Luce logger, {_trend(a, 'plackett_luce', 'x', 'value')}"
+        if _on(a, "plackett_luce") else "",
+        f"along the target's generator shift, {_trend(a, 'generator', 'x', 'value')} (the target's exposure "
+        f"outside R₀'s support, "
         f"{_trend(mech, 'generator', 'x', 'rt exposure outside R₀' + chr(39) + 's support', '.2f')}, "
-        "is invisible to every estimator on R₀'s log, and its day-to-day movement with it).")
+        "is invisible to every estimator on R₀'s log, and its day-to-day movement with it)"
+        if _on(a, "generator") else "")
+    return f"- (a) noise: {text}." if text else ""
 
 
 def _reading_b(b: pd.DataFrame, one: pd.DataFrame) -> str:
     """(b) nDCG's r along the drift mix and the item walk."""
     nd = _r_column("ndcg_skip")
+    text = _clauses(
+        f"along the session-length share of the global drift: {_trend(b, 'drift', 'x', nd)} (drift map)"
+        if _on(b, "drift") else "",
+        f"along the session-length share: {_trend(b, 'examination', 'y', nd)} (examination map)"
+        if _on(b, "examination") else "",
+        f"along the item walk: {_trend(b, 'drift', 'y', nd)}" if _on(b, "drift") else "")
+    if not text and not _on(b, "engagement"):
+        return ""
     return (
-        f"- (b) the sign of nDCG: its mean r along the session-length share of the global drift is "
-        f"{_trend(b, 'drift', 'x', nd)} (drift map) and {_trend(b, 'examination', 'y', nd)} (examination map); "
-        f"along the item walk {_trend(b, 'drift', 'y', nd)}. Days that differ in engagement move online reward "
+        "- (b) the sign of nDCG: " + (f"its mean r {text}. " if text else "")
+        + "Days that differ in engagement move online reward "
         "but, at the default swing, leave the per-session ratio nDCG nearly unchanged (labels scale in numerator "
         "and ideal); days that differ in session length move both."
         + (f" With both walks off (engagement map) it is {_trend(b, 'engagement', 'y', nd)} along the share and "
            f"{_trend(b, 'engagement', 'x', nd)} along the global drift's size. " + _engagement_only(b, one)
-           if (b["map"] == "engagement").any() else ""))
+           if _on(b, "engagement") else ""))
 
 
 def _engagement_only(b: pd.DataFrame, one: pd.DataFrame) -> str:
@@ -578,11 +603,16 @@ def _reading_c(c: pd.DataFrame) -> str:
     then R₀'s."""
     lc, pq = _r_column("dcg_log_c"), _r_column("dcg_pbm_q")
     target, logger = c[c.series == TARGET], c[c.series == "R0"]
+    along = _clauses(
+        f"along the view walk {_trend(target, 'examination', 'x', lc)} against "
+        f"{_trend(target, 'examination', 'x', pq)}" if _on(target, "examination") else "",
+        f"along the log size {_trend(target, 'exploration', 'y', lc)} against "
+        f"{_trend(target, 'exploration', 'y', pq)}" if _on(target, "exploration") else "")
+    if not along:
+        return ""
     text = (
-        f"- (c) log, C vs pbm, Q̂: for R_t the mean r of DCG (log, C) along the view walk is "
-        f"{_trend(target, 'examination', 'x', lc)} against {_trend(target, 'examination', 'x', pq)} "
-        f"for DCG (pbm, Q̂); along the log size, {_trend(target, 'exploration', 'y', lc)} against "
-        f"{_trend(target, 'exploration', 'y', pq)}. Raw labels carry no importance weights, so "
+        f"- (c) log, C vs pbm, Q̂: the mean r of R_t's DCG (log, C) against its DCG (pbm, Q̂), {along}. Raw labels "
+        "carry no importance weights, so "
         "their daily series is the less noisy one, and a fixed discount's error is nearly a constant factor from "
         "day to day (the logger's clicks follow the day's true examination, and the target's reward moves with "
         "them), which Pearson's r ignores; the unbiased estimator wins only once the log is large enough for "
@@ -595,20 +625,28 @@ def _reading_c(c: pd.DataFrame) -> str:
         "weighted by the log discount's exposure) the difference is "
         + ", ".join(f"{verdict} at {counts[verdict]}" for verdict in ("holds", "tie", "unclear", "fails")
                     if verdict in counts)
-        + f" of {len(logger)} (grid point, signal) pairs; along the view walk DCG (log, C) "
-        f"{_trend(logger, 'examination', 'x', lc)} against DCG (pbm, Q̂) "
-        f"{_trend(logger, 'examination', 'x', pq)}.")
+        + f" of {len(logger)} (grid point, signal) pairs"
+        + (f"; along the view walk DCG (log, C) {_trend(logger, 'examination', 'x', lc)} against DCG (pbm, Q̂) "
+           f"{_trend(logger, 'examination', 'x', pq)}" if _on(logger, "examination") else "") + ".")
 
 
 def _reading_d(d: pd.DataFrame) -> str:
     """(d) TPR along the dials, the best m, and where a finite m beats m = ∞ beyond 2 SE."""
     gains = d[[reporting.verdict(gain, se).verdict == "holds" for gain, se in zip(d["gain over m=∞"], d["gain SE"])]]
+    along = ", ".join(c for c in (
+        f"along exploration {_trend(d, 'exploration', 'x', 'TPR', '.2f')}, along the log size "
+        f"{_trend(d, 'exploration', 'y', 'TPR', '.2f')}" if _on(d, "exploration") else "",
+        f"along the Plackett–Luce temperature {_trend(d, 'plackett_luce', 'x', 'TPR', '.2f')}"
+        if _on(d, "plackett_luce") else "",
+        f"along the generator shift {_trend(d, 'generator', 'x', 'TPR', '.2f')}" if _on(d, "generator") else "")
+        if c)
+    raw = _clauses(
+        f"TPR at m = 1 along the Plackett–Luce temperature is {_trend(d, 'plackett_luce', 'x', 'TPR m=1', '.2f')}"
+        if _on(d, "plackett_luce") else "",
+        f"under the ε-greedy logger, whose exploration is a uniform shuffle, along exploration "
+        f"{_trend(d, 'exploration', 'x', 'TPR m=1', '.2f')}" if _on(d, "exploration") else "")
     return (
-        f"- (d) detection: TPR at the best m along exploration {_trend(d, 'exploration', 'x', 'TPR', '.2f')}, "
-        f"along the log size {_trend(d, 'exploration', 'y', 'TPR', '.2f')}, along the Plackett–Luce temperature "
-        f"{_trend(d, 'plackett_luce', 'x', 'TPR', '.2f')} and along the generator shift "
-        f"{_trend(d, 'generator', 'x', 'TPR', '.2f')}; the TPR at m = 1 (raw labels) is "
-        f"{_trend(d, 'exploration', 'x', 'TPR m=1', '.2f')}. The best m is "
+        "- (d) detection: " + (f"TPR at the best m {along}. " if along else "") + "The best m is "
         + ", ".join(f"{_fmt(k)} at {v} grid points" for k, v in d["best m"].value_counts().sort_index().items())
         + f"; the largest FPR at the best m is {d.FPR.max():.2f}. A finite m beats m = ∞ beyond 2 SE at "
         f"{len(gains)} of {len(d)} grid points, "
@@ -616,10 +654,8 @@ def _reading_d(d: pd.DataFrame) -> str:
                      for r in gains.itertuples()) or "none")
         + ": clipping pays where the weights 1/ε₀ are heavy (rare exploration), and there detection stays "
         "low; where no weight exceeds the largest finite m, it and m = ∞ are the same estimator. Raw labels "
-        "(m = 1) detect where the logger already shows the target's items at the target's ranks often: TPR at "
-        f"m = 1 along the Plackett–Luce temperature is {_trend(d, 'plackett_luce', 'x', 'TPR m=1', '.2f')}, "
-        f"against {_trend(d, 'exploration', 'x', 'TPR m=1', '.2f')} under the ε-greedy logger, whose "
-        "exploration is a uniform shuffle.")
+        "(m = 1) detect where the logger already shows the target's items at the target's ranks often"
+        + (f": {raw}." if raw else "."))
 
 
 # ---- claims -------------------------------------------------------------------------------------
@@ -662,8 +698,8 @@ def _level_prose(config: RegimesConfig) -> str:
     """The simulated level in words: its view model, candidates, shown items and violations."""
     lv = S.level_config(config.scenario, config.level)
     view = "scroll-budget" if lv.view == "scroll_budget" else "exponential"
-    violations = ([f"a cascade (a watch ends the session with probability {lv.cascade:g}: Asm. 2)"] if lv.cascade else []) \
-        + ([f"satiation β = {lv.satiation:g} (Asm. 3)"] if lv.satiation else [])
+    violations = ([f"a cascade (a watch ends the session with probability {lv.cascade:g}: Asm. 2)"]
+                  if lv.cascade else []) + ([f"satiation β = {lv.satiation:g} (Asm. 3)"] if lv.satiation else [])
     return (f"the {'first' if config.level == 'level1' else 'second'}-level feed ({view} view, N = {lv.candidates} "
             f"candidates, K = {lv.feed_length} shown, "
             + (" and ".join(violations) if violations else "no violations of Asm. 1–4") + ")")
@@ -765,7 +801,8 @@ def report(config: RegimesConfig, records: pd.DataFrame) -> Report:
               "table_verdict_d": every["d"], "table_detection": rates, "table_correlation": corr,
               "table_mechanism": mech, "table_one_click": one, "table_paper_cell": paper}
     return Report(tables=tables, figures=_figures(config, {name: t[t["map"] != PAPER] for name, t in every.items()}),
-                  summary=_summary(config, every, mech, paper, one, frame), claims=claims(config, every), float_format=".3g")
+                  summary=_summary(config, every, mech, paper, one, frame), claims=claims(config, every),
+                  float_format=".3g")
 
 
 def _figures(config: RegimesConfig, grid_only: dict[str, pd.DataFrame]) -> dict:
@@ -799,8 +836,10 @@ def _verdict_map_lines(config: RegimesConfig, every: dict) -> list[str]:
         f"and FPR <= 0.05 (or no truly harmful setting) at the best m, a finite m beating m = ∞ by 2 SE; partly: "
         f"detection without the moderate-m gain), pooled over signals, days, replications and targets "
         f"{', '.join(S.ranker_label(r) for r in config.improving)} (improving) and "
-        f"{', '.join(S.ranker_label(r) for r in config.harmful)} (harmful); every setting's truth is the exact "
-        f"online difference:", *_regions(config, every["d"], by_signal=False),
+        f"{', '.join(S.ranker_label(r) for r in config.harmful)} (harmful); every setting's truth is the "
+        + ("online difference, beyond 2 Monte Carlo SE (the logger's value under the cascade and satiation)"
+           if violated(S.level_config(config.scenario, config.level)) else "exact online difference")
+        + ":", *_regions(config, every["d"], by_signal=False),
     ]
 
 
@@ -857,12 +896,15 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
              frame: pd.DataFrame) -> str:
     sc, dials = config.scenario, config.dials
     maps = ", ".join(f"`{name}` ({MAPS[name][0]} × {MAPS[name][1]})" for name in config.maps)
+    walks_off = [name for name in config.maps if name in MAP_DIALS]
     lines = [
         f"Platform {sc.world.n_users} users × {sc.world.n_items} items (smaller than `correlation`'s 2,000 × "
         f"1,000, so that a cell takes seconds), one feed level, {_level_prose(config)}. Maps: {maps}; each grid point "
         f"runs {config.replications} replications × {sc.days} days (disjoint days, the same random numbers at "
-        f"every grid point; a regime on several maps is computed once). The engagement and signal maps turn both "
-        f"walks off. Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
+        f"every grid point; a regime on several maps is computed once)."
+        + (f" The {' and '.join(walks_off)} map{'s turn' if len(walks_off) > 1 else ' turns'} both walks off."
+           if walks_off else "")
+        + f" Dials elsewhere: ε = {dials.epsilon:g} (ε-greedy logger), {dials.log_sessions:,} "
         f"logged sessions a day, global drift sd {dials.global_drift:g} with session-length share "
         f"{dials.session_share:g}, item walk {dials.item_walk:g}, view walk {dials.view_walk:g}, generator shift "
         f"{dials.generator_shift:g}. Correlations are against rt's exact online reward (the paper's A/B means over "
@@ -897,7 +939,7 @@ def _summary(config: RegimesConfig, every: dict, mech: pd.DataFrame, paper: pd.D
               f"estimated from {config.exposure_samples} sampled rankings per user (`feed.placement`), which a "
               "production system would have to do as well; the ε-greedy logger's are exact. (d) pools the "
               "improving targets with the harmful one, so its TPR mixes small and large effects; its truth is the "
-              "sign of the exact online difference, not a significant A/B test."]
+              "sign of the online difference (exact, or beyond 2 Monte Carlo SE), not a significant A/B test."]
     if not paper.empty:
         lines += ["", f"**Paper-like cell** ({config.paper_sessions:,} logged sessions a day, default dials, "
                       f"{config.paper_replications} replication(s); with one replication there is no SE, so (a)–(c) "

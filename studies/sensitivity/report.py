@@ -350,9 +350,29 @@ def _logged_text(config, weights: dict) -> str:
             + f", so the promoted items were mostly logged through exploration, with weights 1/ε₀ up to {largest}:")
 
 
+def _violation_text(config, improving: pd.DataFrame, level: str, m_hi: float) -> str:
+    """For a level that breaks DCG's Asm. 2–3 (a cascade or satiation): the bias left where clipping
+    no longer acts, beside that of the levels without violations. improving: the improving targets'
+    lift rows indexed by (scope, metric, m)."""
+    lv = scenarios.level_config(config.scenario, level)
+    if not (lv.cascade or lv.satiation):
+        return ""
+    clean = [other for other in config.levels if other != level and (other, "dcg", m_hi) in improving.index
+             and not (scenarios.level_config(config.scenario, other).cascade
+                      or scenarios.level_config(config.scenario, other).satiation)]
+    return (f" At m = {_m_text(m_hi)} clipping no longer acts: the bias left, "
+            f"{improving.loc[(level, 'dcg', m_hi)].bias:+.3f}, is this level's "
+            + " and ".join(part for part in (f"cascade (a watch ends the session with probability {lv.cascade:g})"
+                                             if lv.cascade else "",
+                                             f"satiation (β = {lv.satiation:g})" if lv.satiation else "") if part)
+            + ", which break DCG's Asm. 2–3 (and shorten the depths the position model is learnt from)"
+            + "".join(f"; {other}, without them, ends at {improving.loc[(other, 'dcg', m_hi)].bias:+.3f}"
+                      for other in clean) + ".")
+
+
 def _why(config, lift, mechanism, weights) -> list[str]:
     """The mechanisms behind the verdicts, with the numbers from the tables."""
-    improving = lift[lift.kind == "improving"].set_index(["scope", "metric", "m"])
+    improving = lift[lift.kind == "improving"].set_index(["scope", "metric", "m"]).sort_index()
     if improving.empty:
         return []
     m_low, m_hi = min(config.m), max(config.m)
@@ -382,7 +402,8 @@ def _why(config, lift, mechanism, weights) -> list[str]:
                f"best m and no clipping coincide." if best >= weights.get(level, math.inf) else
                "the bias–variance trade-off of the paper: clipping below the largest weights trades some "
                "bias for less variance." if curve.loc[best].sd < 0.8 * curve.loc[m_hi].sd else
-               "clipping there changes little: the unclipped estimator is hardly noisier on this level."))
+               "clipping there changes little: the unclipped estimator is hardly noisier on this level.")
+            + _violation_text(config, improving, level, m_hi))
     out[-1] += " See `table_bias_lift` and `fig_bias_rmse`."
     mech = mechanism[mechanism.scope == "all levels"].set_index(["metric", "m"])
     promoted = ("a click deep in R₀'s session on an item a better ranker lifts" if _deployed(config)
@@ -539,7 +560,8 @@ def report(config: SensitivityConfig, records: pd.DataFrame) -> Report:
     verified = settings[(settings.kind == "improving") & settings.verified]
     n_tests = len(frame[frame.verified]) // max(len(config.m) * len(METRICS), 1)
     summary = [
-        f"Settings: {len(config.levels)} levels × {len(config.scenario.signals.names)} signals × {config.scenario.days} days × "
+        f"Settings: {len(config.levels)} levels × {len(config.scenario.signals.names)} signals × "
+        f"{config.scenario.days} days × "
         f"targets {', '.join(map(scenarios.ranker_label, config.improving))} (intended improving), "
         f"{', '.join(map(scenarios.ranker_label, config.harmful)) or 'none'} "
         f"(intended harmful), R₀ itself (A/A) and every target against itself on a second, independent log "

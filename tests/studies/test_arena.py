@@ -31,7 +31,7 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     mixed: for the first half of the users each rank's click probability times ∏ (1 − β q) over the
     ranks above (satiation), for the others the position-based one."""
     records = pd.read_csv(run / "records.csv")
-    w = arena.world(shared_key(jax.random.key(0), "world:6"), TINY, 6)
+    w = arena.world(shared_key(jax.random.key(0), "world:6"), TINY, 6, TINY.group_sizes[0])
     order = np.argsort(-w.target_scores, axis=1, kind="stable")[:, :TINY.feed_length]
     q = np.take_along_axis(w.quality.astype(np.float64), order, axis=1)
     view = TINY.view_decay ** np.arange(TINY.feed_length)
@@ -159,7 +159,8 @@ def test_outputs_and_manifest(run):
     ({"epsilons": (0.0,)}, "epsilons"), ({"temperatures": (), "epsilons": ()}, "both empty"),
     ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions"),
     ({"confidence": 1.0}, "confidence"), ({"rival_noise": -1.0}, "rival_noise"),
-    ({"satiated_share": 1.5}, "satiated_share")])
+    ({"satiated_share": 1.5}, "satiated_share"), ({"group_sizes": ()}, "group_sizes"),
+    ({"group_sizes": (0,)}, "group_sizes"), ({"direct_effects": (1.5,)}, "direct_effects")])
 def test_bad_configs_are_one_line_errors(change, message):
     with pytest.raises(ConfigError, match=message):
         dataclasses.replace(TINY, **change)
@@ -191,3 +192,66 @@ def test_mips_beside_dcg_names_where_its_groups_bias_offsets_the_behaviours():
     text = report._mips_lines(arena.PRESETS["default"], table)[1]
     assert "position_based MIPS -0.080, DCG +0.000" in text and "bias it by -0.080" in text
     assert "Under click_stops DCG's bias has the opposite sign" in text and "satiation DCG's" not in text
+
+
+def test_a_world_without_direct_effect_gives_a_groups_items_one_click_probability():
+    """`world` at direct effect 0: the items of a group share their click probabilities (MIPS's
+    assumption exactly); at 0.5 they differ by half their deviation's logit; at 1 the world is the
+    default one bit for bit; the groups and the noise draws are the same at every direct effect."""
+    key = shared_key(jax.random.key(0), "world:20")
+    drawn = arena.world(key, TINY, 20, 4)
+    np.testing.assert_array_equal(drawn.quality, arena.world(key, TINY, 20, 4, 1.0).quality)
+    flat, half = arena.world(key, TINY, 20, 4, 0.0), arena.world(key, TINY, 20, 4, 0.5)
+    np.testing.assert_array_equal(flat.item_groups, drawn.item_groups)
+    logit = {name: np.log(w.quality / (1 - w.quality)).astype(np.float64) for name, w in
+             (("flat", flat), ("half", half), ("drawn", drawn))}
+    for group in np.unique(drawn.item_groups):
+        members = drawn.item_groups == group
+        assert members.sum() >= 1
+        np.testing.assert_allclose(flat.quality[:, members], flat.quality[:, members][:, :1].repeat(members.sum(), 1),
+                                   rtol=1e-5)
+        np.testing.assert_allclose(logit["half"][:, members], (logit["flat"][:, members] + logit["drawn"][:, members]) / 2,
+                                   atol=2e-4)
+    # the score noise is the same draw: scores minus logit agree across direct effects
+    np.testing.assert_allclose(flat.logger_scores - logit["flat"], drawn.logger_scores - logit["drawn"], atol=2e-4)
+
+
+@pytest.fixture(scope="module")
+def mips_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "arena_mips"
+    config = dataclasses.replace(TINY, behaviours=("position_based",), catalogues=(12,), group_sizes=(1, 3),
+                                 direct_effects=(0.0, 1.0), temperatures=(1.0,), epsilons=())
+    runner.run(arena.STUDY, config, seed=0, out=out, preset="smoke", progress=False)
+    return out, config
+
+
+def test_the_mips_dial_writes_its_table_figure_and_claims(mips_run):
+    """Several MIPS worlds: `table_mips` holds MIPS beside DCG per setting, equal to DCG at one item per
+    group (singleton groups make MIPS DCG); `fig_mips` is drawn; the two claims where MIPS's
+    assumption holds are set beside the paper; the other figures and claims show the base world."""
+    out, config = mips_run
+    mips = pd.read_csv(out / "table_mips.csv")
+    worlds = mips[["group_size", "direct_effect"]].drop_duplicates()
+    assert len(worlds) == 4 and (out / "fig_mips.png").exists()
+    singleton = mips[mips.group_size == 1]
+    np.testing.assert_allclose(singleton["MIPS relative MSE"], singleton["DCG relative MSE"], rtol=1e-9)
+    assert set(mips["MIPS vs DCG"]) <= {"lower", "higher", "tie"}
+    claims = pd.read_csv(out / "table_claims.csv", keep_default_na=False)
+    dial = claims[claims.evidence.str.startswith("table_mips")]
+    assert len(dial) == 2 and dial.claim.str.contains("unbiased").iloc[0]
+    assert all(" of 1 settings" in ours for ours in dial.ours)     # e = 0, 3 per group, one logger, largest N
+    base = claims[claims.claim.str.contains("holds only approximately")]
+    assert len(base) == 1
+    readme = (out / "README.md").read_text()
+    assert "MIPS's assumption dialled" in readme and "e = 0:" in readme
+
+
+def test_a_plackett_luce_logger_without_exact_exposures_is_refused_early():
+    """`setup` refuses a catalogue whose Plackett–Luce exposures would be a Monte Carlo estimate
+    (A · K above the exponential race's limit), naming the fix; the paper preset's largest catalogue
+    passes, and the ε-greedy logger alone has no such limit."""
+    with pytest.raises(ConfigError, match="catalogues: the Plackett–Luce logger"):
+        arena.setup(jax.random.key(0), dataclasses.replace(TINY, catalogues=(1_500,)))
+    assert arena.setup(jax.random.key(0), dataclasses.replace(TINY, catalogues=(1_500,), temperatures=())).worlds
+    paper = arena.PRESETS["paper"]
+    assert arena.setup(jax.random.key(0), dataclasses.replace(paper, catalogues=(max(paper.catalogues),))).worlds

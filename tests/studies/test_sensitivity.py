@@ -389,3 +389,17 @@ def test_the_prose_follows_the_logging_regime():
     assert "deterministic" in text and "S(rank under R_t) / S(rank under R₀)" in text and "1024 (level1)" in text
     text = sensitivity_report._logged_text(default, weights)
     assert "explores with ε = 0.05 (level1), 0.01 (level2)" in text and "deterministic" not in text
+
+
+def test_the_bias_left_at_no_clipping_is_put_on_the_levels_violations():
+    """`_violation_text`: level 2 (a cascade and satiation) names both and the bias left at m = ∞,
+    beside level 1's (no violations); level 1 itself gets no such sentence."""
+    config = sensitivity.PRESETS["default"]
+    improving = pd.DataFrame([{"scope": level, "metric": "dcg", "m": math.inf, "bias": bias}
+                              for level, bias in (("level1", 0.004), ("level2", -0.175))]).set_index(
+        ["scope", "metric", "m"])
+    text = sensitivity_report._violation_text(config, improving, "level2", math.inf)
+    level2 = scenarios.level_config(config.scenario, "level2")
+    assert "the bias left, -0.175" in text and f"probability {level2.cascade:g}" in text
+    assert f"satiation (β = {level2.satiation:g})" in text and "level1, without them, ends at +0.004" in text
+    assert sensitivity_report._violation_text(config, improving, "level1", math.inf) == ""
