@@ -1,5 +1,6 @@
 """Study ``arena``: which off-policy estimator of a ranking policy's online reward to trust, per user
-behaviour, log size and catalogue size, scored against the exact truth.
+behaviour, log size and catalogue size, scored against the truth (exact; for a Plackett–Luce
+target whose reward depends on the items above, a Monte Carlo mean with its standard error).
 
 A world of `contexts` users and A items (A in `catalogues`) has click probabilities
 q(x, a) = sigmoid(⟨u_x, v_a⟩/√d + b_a + offset). A feed shows K = `feed_length` of all A items:
@@ -20,9 +21,14 @@ clicks item a with probability q(x, a) under one of four behaviours:
   `satiated_share` of the users satiate as above, the others are position-based
   (`simrec.feed.Scenario.satiated_contexts`; users are exchangeable, so which ones is immaterial).
 
-The target is deterministic, so its online value is exact under every behaviour
-(`simrec.feed.online_value`); so is that of its *rival*, a second deterministic target sorting by a
-noisier score (sd `rival_noise`), and the pair's difference. Each estimator registered in
+The target sorts by its score (deterministic, as a deployed ranker), so its online value is exact
+under every behaviour (`simrec.feed.online_value`); so is that of its *rival*, a second target
+ranking by a noisier score (sd `rival_noise`), and the pair's difference. With
+`target_temperature` T > 0 both rank by Plackett–Luce over their scores at T instead (stochastic
+targets): the truth is still exact under ``position_based`` (Σ_x p(x) Σ_a q(x, a) ε(x, a) with
+exposures exact by the exponential race, `feed.exposure`), and a Monte Carlo mean over
+`truth_samples` sampled rankings per user, with its standard error, where the reward depends on
+the items above; the report checks that standard error against every estimator's RMSE. Each estimator registered in
 `simrec.ope` that estimates the online value (`Estimator.online_scale`) and whose inputs a feed log
 provides is scored: DCG (clipped IPS = IIPS), SN-DCG, β-DCG, DR-DCG, MIPS, RIPS, SN-RIPS, SIPS, SN-SIPS,
 β-SIPS, Cascade-DR and AIPS twice, each at every m in `m` (m = ∞: unclipped). MIPS weights each
@@ -96,6 +102,12 @@ class ArenaConfig:
     logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit
     target_noise: float = 0.3                         # sd of the target's score noise
     rival_noise: float = 1.0                          # sd of the rival target's score noise (the pair)
+    #: the target's and the rival's ranker: 0 = Sort of their scores (deterministic), T > 0 =
+    #: Plackett–Luce over them at temperature T
+    target_temperature: float = 0.0
+    #: sampled rankings per user for the Monte Carlo truth of a Plackett–Luce target (behaviours
+    #: whose reward depends on the items above)
+    truth_samples: int = 4_000
     confidence: float = 0.99                          # level of the sign test on the pair's difference
     dim: int = 4                                      # latent dimension d of the world
     offset: float = -2.0                              # logit offset (sets the click rates)
@@ -144,6 +156,8 @@ class ArenaConfig:
         checked(validate.integer, "dim", self.dim, low=1)
         checked(validate.finite, "offset", self.offset)
         checked(validate.integer, "pilot_sessions", self.pilot_sessions, low=1)
+        checked(validate.finite, "target_temperature (0: a deterministic target)", self.target_temperature, low=0.0)
+        checked(validate.integer, "truth_samples", self.truth_samples, low=2)
         for name in ("group_sizes", "direct_effects"):
             values = getattr(self, name)
             if not values or len(set(values)) != len(values):
@@ -161,6 +175,8 @@ PRESETS = {
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
     "paper": ArenaConfig(catalogues=(10, 100, 800), sessions=(1_000, 10_000, 100_000), replications=50),
+    # stochastic targets: Plackett–Luce target and rival at temperature 0.5
+    "pl_target": ArenaConfig(catalogues=(10, 100), target_temperature=0.5),
     # MIPS's assumption dialled: group size x direct effect on the position-based behaviour
     "mips": ArenaConfig(behaviours=("position_based",), catalogues=(100, 500), group_sizes=(5, 1, 25),
                         direct_effects=(0.0, 0.5, 1.0), temperatures=(0.5,), epsilons=(0.05,)),
@@ -179,9 +195,9 @@ COLUMNS = {
     "m": float,             # clipping value (NaN for the truth)
     "value": float,         # the estimate of the target's online reward per session (or the truth); NaN where
                             # a self-normalised estimator is undefined (no logged ranking the target shows)
-    "value_se": float,      # its standard error on the log (NaN for the truth)
+    "value_se": float,      # its standard error on the log (for the truth: its Monte Carlo SE, 0 when exact)
     "difference": float,    # the estimate of target − rival on the same log (or the truth); NaN as value
-    "difference_se": float,  # its standard error (NaN for the truth)
+    "difference_se": float,  # its standard error (for the truth: as value_se)
 }
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py
@@ -195,9 +211,9 @@ STUDY = Study(
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
                 "SN-DCG, β-DCG, DR, MIPS over item groups, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS "
                 "with the behaviour known "
-                "and chosen from the log) scored against the exact truth "
+                "and chosen from the log) scored against the truth "
                 "by relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 180, "paper": 4800, "mips": 180})
+    expected_seconds={"smoke": 45, "default": 180, "paper": 4800, "mips": 120, "pl_target": 150})

@@ -1,5 +1,6 @@
-"""The arena's cells (`simrec_studies.arena`): the worlds, the exact truth of the target and of its
-rival, and every estimator's value of the target and difference to the rival on nested log sizes
+"""The arena's cells (`simrec_studies.arena`): the worlds, the truth of the target and of its rival
+(exact, or a Monte Carlo mean with its SE for a Plackett–Luce target whose reward depends on the
+items above), and every estimator's value of the target and difference to the rival on nested log sizes
 of independent logs."""
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from simrec.runner import ConfigError, cell_key, shared_key
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
-__all__ = ["cells", "Shared", "setup", "world", "item_groups", "estimators", "Estimates", "estimate", "compute"]
+__all__ = ["cells", "Shared", "setup", "world", "item_groups", "target_ranker", "truth", "estimators", "Estimates",
+           "estimate", "compute"]
 
 SIGNAL = "click"
 
@@ -112,21 +114,24 @@ def world(key, config: ArenaConfig, n_items: int, group_size: int, direct_effect
 def setup(key, config: ArenaConfig) -> Shared:
     """One world per (catalogue size A, group size, direct effect), from shared_key(key, "world:A"):
     every behaviour, logger, group size and direct effect of a catalogue size meets the same users
-    and items (common random numbers). Raises ConfigError when a Plackett–Luce logger's exposures
-    would be a Monte Carlo estimate (`feed.race_nodes`: A · K above its limit, or scores too spread
-    at a low temperature): every estimator here needs the exact logging propensities."""
+    and items (common random numbers). Raises ConfigError when a Plackett–Luce logger's (or
+    target's) exposures would be a Monte Carlo estimate (`feed.race_nodes`: A · K above its limit,
+    or scores too spread at a low temperature): every estimator here needs exact propensities."""
     worlds = {(a, g, float(e)): world(shared_key(key, f"world:{a}"), config, a, g, e)
               for a in config.catalogues for g in config.group_sizes for e in config.direct_effects}
     contexts = np.arange(config.contexts)
     for (a, _, _), w in worlds.items():
-        for t in config.temperatures:
-            logger = feed.Policy(feed.all_items(a), logging_ranker("plackett_luce", t, w.logger_scores),
-                                 config.feed_length)
-            if feed.race_nodes(logger, contexts) is None:
-                raise ConfigError(f"catalogues: the Plackett–Luce logger at temperature {t:g} over A = {a} items "
-                                  f"with K = {config.feed_length} has no exact exposure (feed.race_nodes); use "
-                                  f"smaller catalogues (A · K <= 4096), a higher temperature, or only the ε-greedy "
-                                  f"logger (temperatures=())")
+        rankers = [(f"the Plackett–Luce logger at temperature {t:g}",
+                    logging_ranker("plackett_luce", t, w.logger_scores)) for t in config.temperatures]
+        if config.target_temperature > 0:
+            rankers += [(f"the Plackett–Luce {name} at target_temperature {config.target_temperature:g}",
+                         target_ranker(config, scores)) for name, scores in (("target", w.target_scores),
+                                                                            ("rival", w.rival_scores))]
+        for name, ranker in rankers:
+            if feed.race_nodes(feed.Policy(feed.all_items(a), ranker, config.feed_length), contexts) is None:
+                raise ConfigError(f"catalogues: {name} over A = {a} items with K = {config.feed_length} has no "
+                                  f"exact exposure (feed.race_nodes); use smaller catalogues (A · K <= 4096), a "
+                                  f"higher temperature, or a deterministic ranker there")
     return Shared(worlds)
 
 
@@ -182,27 +187,55 @@ def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -
     return out
 
 
+def target_ranker(config: ArenaConfig, scores: np.ndarray):
+    """The target's (or its rival's) ranker: Sort of `scores` (deterministic, as deployed), or
+    Plackett–Luce over them at `target_temperature` when it is > 0."""
+    table = feed.from_table(scores)
+    if config.target_temperature > 0:
+        return feed.PlackettLuce(table, jnp.float32(config.target_temperature))
+    return feed.Sort(table)
+
+
+def truth(key, config: ArenaConfig, scene: feed.Scenario, policy: feed.Policy) -> tuple[float, float]:
+    """A policy's online reward per session and its standard error: exact (SE 0) for a
+    deterministic policy under every behaviour (`feed.online_value`) and for a Plackett–Luce one
+    where the reward depends on the item and its rank alone (Σ_x p(x) Σ_a q(x, a) ε(x, a), ε exact by
+    the exponential race, `feed.exposure`); else the mean over `truth_samples` sampled rankings
+    per user from `key`, with its Monte Carlo standard error."""
+    if feed.is_deterministic(policy):
+        return float(feed.online_value(None, scene, policy).mean[0]), 0.0
+    if not (isinstance(scene.view, feed.Cascade) or scene.satiation > 0):
+        exposure = feed.exposure(None, policy, scene.view, np.arange(config.contexts)).mean
+        quality = np.asarray(scene.quality[0].params, np.float64)
+        return float(np.asarray(scene.activity, np.float64) @ (quality * np.asarray(exposure, np.float64)).sum(1)), 0.0
+    value = feed.online_value(key, scene, policy, num_samples=config.truth_samples)
+    return float(value.mean[0]), float(value.standard_error[0])
+
+
 def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     """Records of one (behaviour, catalogue, group size, direct effect, logger, exploration): the exact
     truth (the target's value
     and its difference to the rival), then every estimator at every m on the first N sessions of
     each of the `replications` logs, for every N in `sessions`. The pilot log draws from
-    fold_in(cell_key, 0), the logs from fold_in(cell_key, 1)."""
+    fold_in(cell_key, 0), the logs from fold_in(cell_key, 1), a Monte Carlo truth of the target and
+    of its rival from fold_in(cell_key, 2) and fold_in(cell_key, 3) (`truth`)."""
     n_items = cell["catalogue"]
     w = shared.worlds[n_items, cell["group_size"], cell["direct_effect"]]
     scene = scenario(config, cell["behaviour"], w)
     candidates = feed.all_items(n_items)
     logger = feed.Policy(candidates, logging_ranker(cell["logger"], cell["exploration"], w.logger_scores),
                          config.feed_length)
-    target = feed.Policy(candidates, feed.Sort(feed.from_table(w.target_scores)), config.feed_length)
-    rival = feed.Policy(candidates, feed.Sort(feed.from_table(w.rival_scores)), config.feed_length)
+    target = feed.Policy(candidates, target_ranker(config, w.target_scores), config.feed_length)
+    rival = feed.Policy(candidates, target_ranker(config, w.rival_scores), config.feed_length)
     head = {"behaviour": cell["behaviour"], "catalogue": n_items, "group_size": cell["group_size"],
             "direct_effect": cell["direct_effect"], "logger": cell["logger"], "exploration": cell["exploration"]}
-    truth, rival_truth = (float(feed.online_value(None, scene, policy).mean[0]) for policy in (target, rival))
-    rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": truth,
-             "value_se": np.nan, "difference": truth - rival_truth, "difference_se": np.nan}]
-
     key = cell_key(key, cell)
+    (value, value_se), (rival_value, rival_se) = (truth(jax.random.fold_in(key, 2 + i), config, scene, policy)
+                                                  for i, policy in enumerate((target, rival)))
+    rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": value,
+             "value_se": value_se, "difference": value - rival_value,
+             "difference_se": float(np.hypot(value_se, rival_se))}]
+
     pilot = feed.simulate(jax.random.fold_in(key, 0), scene, logger, config.pilot_sessions)
     longest = max(config.sessions)
     log = feed.simulate(jax.random.fold_in(key, 1), scene, logger, config.replications * longest)

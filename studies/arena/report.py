@@ -1,4 +1,4 @@
-"""The arena's report: each estimator's bias, spread and relative MSE against the exact truth (of
+"""The arena's report: each estimator's bias, spread and relative MSE against the truth (of
 the target's value and of its difference to the rival), the sign test's power on the difference,
 the winner of every setting, the figures and the prose."""
 from __future__ import annotations
@@ -238,7 +238,7 @@ def _figure(table: pd.DataFrame, m: float):
     data = table[table.m == m]
     data = data.assign(logger=_logger_labels(data), estimator=data.estimator.map(lambda e: ope.ESTIMATORS[e].label))
     return _grid_figure(data, "behaviour", "sessions", "estimator", "logger", "logged sessions",
-                        f"Relative MSE against the exact truth (m = {_m_text(m)})")
+                        f"Relative MSE against the truth (m = {_m_text(m)})")
 
 
 def _power_figure(diffs: pd.DataFrame, m: float):
@@ -394,7 +394,7 @@ def _difference_lines(config: ArenaConfig, diffs: pd.DataFrame) -> list[str]:
     largest = diffs[(diffs.sessions == diffs.sessions.max()) & np.isinf(diffs.m)]
     if not len(largest):
         return []
-    lines = ["", f"Which of the pair is better (target − rival, a second deterministic target with score noise "
+    lines = ["", f"Which of the pair is better (target − rival, a second {_target_kind(config)} with score noise "
              f"{config.rival_noise:g}), by the sign of the paired difference's {config.confidence:.0%} interval at "
              f"N = {int(diffs.sessions.max()):,}, m = ∞ — median power over catalogues and loggers:", ""]
     for behaviour, g in largest.groupby("behaviour", sort=False):
@@ -429,9 +429,41 @@ def _selection_lines(selected: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _target_kind(config: ArenaConfig) -> str:
+    """The targets' ranker in words."""
+    return ("deterministic target" if config.target_temperature == 0 else
+            f"Plackett–Luce target (temperature {config.target_temperature:g})")
+
+
+def truth_check(records: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Per setting: the truth, its Monte Carlo standard error (0 when exact), the smallest RMSE of
+    any estimator variant (truth · sqrt(smallest relative MSE)) and their ratio, which the truth's
+    noise must keep small (at most 1/10) for the scores to be the estimators' own."""
+    truth = records[records.estimator == "truth"][[*WORLD, "value", "value_se"]].rename(
+        columns={"value": "truth", "value_se": "truth SE"})
+    best = table.groupby(SETTING, sort=False)["relative MSE"].min().rename("smallest relative MSE").reset_index()
+    out = best.merge(truth, on=WORLD)
+    out["smallest RMSE"] = out.truth.abs() * np.sqrt(out["smallest relative MSE"])
+    out["truth SE / smallest RMSE"] = out["truth SE"] / out["smallest RMSE"]
+    return out[[*SETTING, "truth", "truth SE", "smallest RMSE", "truth SE / smallest RMSE"]]
+
+
+def _truth_lines(check: pd.DataFrame) -> list[str]:
+    """The Monte Carlo truth's noise against the estimators' errors, in words."""
+    noisy = check[check["truth SE"] > 0]
+    if noisy.empty:
+        return []
+    over = noisy[noisy["truth SE / smallest RMSE"] > 0.1]
+    return ["", f"The truth is a Monte Carlo mean in {len(noisy)} of {len(check)} settings (a Plackett–Luce target "
+            "where the reward depends on the items above): its standard error is at most "
+            f"{noisy['truth SE / smallest RMSE'].max():.3f} of the smallest RMSE of any estimator in the same setting "
+            f"(`table_truth`), {'above' if len(over) else 'within'} the bound of 1/10"
+            + (f" in {len(over)} settings, whose scores include the truth's own noise." if len(over) else ".")]
+
+
 def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame,
-                 selected: pd.DataFrame, mips: pd.DataFrame) -> str:
-    lines = [f"The exact online reward of a deterministic target ranking K = {config.feed_length} of A items, "
+                 selected: pd.DataFrame, mips: pd.DataFrame, check: pd.DataFrame) -> str:
+    lines = [f"The online reward of a {_target_kind(config)} ranking K = {config.feed_length} of A items, "
              "estimated from logs of a Plackett–Luce logger (temperatures "
              f"{', '.join(f'{t:g}' for t in config.temperatures) or 'none'}) and an ε-greedy logger around its sorted "
              f"order (ε {', '.join(f'{e:g}' for e in config.epsilons) or 'none'}) "
@@ -475,11 +507,15 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
                   + f" for {' → '.join(str(c) for c in by_catalogue.columns)} items."]
         lines += _mips_lines(config, unclipped)
     lines += _mips_dial_lines(mips)
+    lines += _truth_lines(check)
     lines += _difference_lines(config, diffs)
     lines += _selection_lines(selected)
     lines += ["", "Caveats: the worlds are random low-rank click models chosen to make the four behaviours "
-              "comparable, not calibrated to a real platform; the target is deterministic (its truth is exact) "
-              "and the logger has full support, so no estimator loses target mass; DR's reward model is an "
+              "comparable, not calibrated to a real platform; "
+              + ("the target is deterministic (its truth is exact) " if config.target_temperature == 0 else
+                 "the target ranks by Plackett–Luce (its truth is exact under position_based, a Monte Carlo mean "
+                 "otherwise: `table_truth`) ")
+              + "and the logger has full support, so no estimator loses target mass; DR's reward model is an "
               "item-level click rate from a pilot log, which ignores the behaviour; SN-DCG's view normaliser is "
               "the whole log's mean views; Cascade-DR's Q-function is that reward model at rank k alone (not "
               "the paper's recursive fit of the later ranks); SLOPE's guarantee assumes a known order of "
@@ -628,5 +664,9 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     if several:
         tables["table_mips"] = mips
         figures["fig_mips"] = _mips_figure(mips)
-    return Report(tables=tables, figures=figures, summary=summary_text(config, table, won, diffs, selected, mips),
+    check = truth_check(records, table)
+    if (check["truth SE"] > 0).any():
+        tables["table_truth"] = check
+    return Report(tables=tables, figures=figures,
+                  summary=summary_text(config, table, won, diffs, selected, mips, check),
                   claims=_claims(base_table, base_world(config, records)) + (_mips_claims(mips) if several else []))

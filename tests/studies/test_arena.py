@@ -1,6 +1,7 @@
 """The arena study on a tiny config: the truth against a hand computation, the error table and the
 winners against the records, the estimators it scores, its outputs and its configuration."""
 import dataclasses
+import importlib
 import json
 import math
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simrec import ope, runner
+from simrec import feed, ope, runner
 from simrec.runner import ConfigError, shared_key
 from simrec_studies import arena
 
@@ -89,7 +90,7 @@ def test_the_difference_table_and_sign_test_follow_from_the_records(run):
     hand from each log's difference and standard error at 99 %."""
     records = pd.read_csv(run / "records.csv")
     truth = records[records.estimator == "truth"]
-    assert np.all(truth.difference != 0) and truth.difference_se.isna().all()
+    assert np.all(truth.difference != 0) and (truth.difference_se == 0).all()       # deterministic targets: exact
     table = arena.differences(records, TINY.confidence)
     for _, row in table.sample(8, random_state=1).iterrows():
         logs = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
@@ -255,3 +256,49 @@ def test_a_plackett_luce_logger_without_exact_exposures_is_refused_early():
     assert arena.setup(jax.random.key(0), dataclasses.replace(TINY, catalogues=(1_500,), temperatures=())).worlds
     paper = arena.PRESETS["paper"]
     assert arena.setup(jax.random.key(0), dataclasses.replace(paper, catalogues=(max(paper.catalogues),))).worlds
+
+
+def test_a_plackett_luce_targets_truth_is_exact_by_rank_and_monte_carlo_with_the_items_above():
+    """`truth`: a deterministic target's value is exact under every behaviour; a Plackett–Luce
+    target's is exact (SE 0) under the position-based behaviour, within 4 SE of a Monte Carlo
+    estimate, and a Monte Carlo mean with SE > 0 under click-stops, within 3 SE of a reference of
+    twice the samples."""
+    compute = importlib.import_module("simrec_studies.arena.compute")
+    config = dataclasses.replace(TINY, catalogues=(20,), target_temperature=0.7, truth_samples=2_000)
+    w = arena.world(jax.random.key(0), config, 20, 3)
+    target = feed.Policy(feed.all_items(20), compute.target_ranker(config, w.target_scores), config.feed_length)
+    sort = feed.Policy(feed.all_items(20), compute.target_ranker(dataclasses.replace(config, target_temperature=0.0),
+                                                                 w.target_scores), config.feed_length)
+    position_based, click_stops = (compute.scenario(config, b, w) for b in ("position_based", "click_stops"))
+    for scene in (position_based, click_stops):
+        value, se = compute.truth(jax.random.key(1), config, scene, sort)
+        assert se == 0.0 and value == pytest.approx(float(feed.online_value(None, scene, sort).mean[0]))
+    value, se = compute.truth(jax.random.key(1), config, position_based, target)
+    sampled = feed.online_value(jax.random.key(2), position_based, target, num_samples=4_000)
+    assert se == 0.0 and abs(value - sampled.mean[0]) <= 4 * sampled.standard_error[0]
+    value, se = compute.truth(jax.random.key(1), config, click_stops, target)
+    reference = feed.online_value(jax.random.key(3), click_stops, target, num_samples=4_000)
+    assert se > 0 and abs(value - reference.mean[0]) <= 3 * np.hypot(se, reference.standard_error[0])
+
+
+@pytest.fixture(scope="module")
+def pl_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "arena_pl"
+    config = dataclasses.replace(TINY, target_temperature=0.7, truth_samples=1_000, temperatures=(1.0,), epsilons=())
+    runner.run(arena.STUDY, config, seed=0, out=out, preset="smoke", progress=False)
+    return out, config
+
+
+def test_plackett_luce_targets_are_scored_against_their_truth_with_its_noise_checked(pl_run):
+    """With Plackett–Luce targets the truth rows carry their Monte Carlo SE (0 under the
+    position-based behaviour), `table_truth` compares it with the estimators' RMSE, and unclipped
+    DCG, unbiased for a position-based user, averages to the exact truth within 3 SE over the logs."""
+    out, config = pl_run
+    records = pd.read_csv(out / "records.csv")
+    truth = records[records.estimator == "truth"].set_index("behaviour")
+    assert truth.loc["position_based", "value_se"] == 0.0 and truth.loc["mixed", "value_se"] > 0.0
+    check = pd.read_csv(out / "table_truth.csv")
+    assert (check["truth SE / smallest RMSE"] >= 0).all() and "Monte Carlo mean in" in (out / "README.md").read_text()
+    dcg = records[(records.estimator == "dcg") & np.isinf(records.m) & (records.behaviour == "position_based")
+                  & (records.sessions == max(config.sessions))]
+    assert abs(dcg.value.mean() - truth.loc["position_based", "value"]) <= 3 * dcg.value.std(ddof=1) / np.sqrt(len(dcg))
