@@ -70,7 +70,9 @@ et al., ICML'20: the last variant, in an order of increasing bias, whose ±2 SE 
 those of every variant before it) with the variants ordered by their estimators' assumptions
 (weakest first) or by estimated SE, SLOPE over the clipping values of DCG alone (m descending: the
 paper's own use, a family whose bias grows and variance shrinks as m falls), the smallest
-estimated SE, and one fixed variant.
+estimated SE, the smallest plug-in estimate of the MSE (each variant's SE² plus its squared
+difference to unclipped SIPS, unbiased under every behaviour here, less SIPS's own SE²), and one
+fixed variant.
 """
 from __future__ import annotations
 

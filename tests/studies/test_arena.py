@@ -114,15 +114,17 @@ def test_slope_walks_down_the_standard_errors_while_the_intervals_meet():
 
 
 def test_selection_regret_follows_from_the_records(run):
-    """SLOPE's and the smallest SE's picks recomputed log by log from the records, their relative MSE
+    """SLOPE's, the smallest SE's and the smallest plug-in MSE's picks recomputed log by log from the
+    records (the last: SE² + max((V̂ − V̂_SIPS)² − SE_SIPS², 0), SIPS unclipped), their relative MSE
     and the best variant's."""
+    estimated = importlib.import_module("simrec_studies.arena.report").ESTIMATED_MSE
     records = pd.read_csv(run / "records.csv")
     selected = arena.selection(records, arena.winners(records).winner.value_counts().index[0])
-    assert set(selected.selector) >= {"SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE"}
+    names = ["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", estimated]
+    assert set(selected.selector) >= set(names)
     truth = records[records.estimator == "truth"]
-    picked = selected[selected.selector.isin(["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG",
-                                              "smallest SE"])]
-    for _, row in picked.sample(12, random_state=2).iterrows():
+    picked = selected[selected.selector.isin(names)]
+    for _, row in picked.sample(15, random_state=2).iterrows():
         logs = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
                        & (records.logger == row.logger) & (records.estimator != "truth")]
         true = truth[(truth.behaviour == row.behaviour) & (truth.logger == row.logger)].value.iloc[0]
@@ -134,7 +136,12 @@ def test_selection_regret_follows_from_the_records(run):
             order = {"SLOPE, by assumption": arena.slope_order(log.estimator, log.m, se),
                      "SLOPE, by SE": np.argsort(-se, kind="stable"),
                      "SLOPE over m, DCG": dcg[np.argsort(-log.m.to_numpy()[dcg])]}.get(row.selector)
-            i = int(np.argmin(se)) if order is None else arena.slope_choice(log.value.to_numpy(), se, order)
+            if row.selector == estimated:
+                ref = int(np.flatnonzero((log.estimator == "sips") & np.isinf(log.m))[0])
+                v = log.value.to_numpy()
+                i = int(np.argmin(se ** 2 + np.maximum((v - v[ref]) ** 2 - se[ref] ** 2, 0.0)))
+            else:
+                i = int(np.argmin(se)) if order is None else arena.slope_choice(log.value.to_numpy(), se, order)
             errors.append(((log.value[i] - true) / true) ** 2)
         assert row["relative MSE"] == pytest.approx(np.mean(errors))
         assert row.regret == pytest.approx(row["relative MSE"] - row["best relative MSE"])
