@@ -264,8 +264,8 @@ def write_results_index(root: Path | str) -> Path:
                     f"{manifest.get('preset')} | {manifest['seed']} | {_wall_time(manifest)} | "
                     f"{tables} | {figures} |")
     text = ["# Results", "", "Committed outputs of every study at its default preset (and of some "
-            "studies at their `paper` preset, in a folder named STUDY_paper: `simrec run STUDY "
-            "--preset paper --out results/STUDY_paper`). Regenerate one "
+            "studies at another preset, a source's own regime or a larger scale, in a folder named "
+            "STUDY_PRESET: `simrec run STUDY --preset PRESET --publish`). Regenerate one "
             "with `simrec run STUDY` (or all with `simrec run all`); each folder's `manifest.json` "
             "holds the exact config, seed, package versions, git commit and wall time, and "
             "`records.csv` the tidy records every table is computed from. Every claim of a source "
@@ -301,33 +301,55 @@ def _evidence(folder: Path, where: str) -> str:
     return f"[{folder.name}]({folder.name}/README.md)" + (f": {_OUTPUT_NAME.sub(link, where)}" if where else "")
 
 
-def claims_page(root: Path | str) -> str:
-    """The claims page (``results/claims.md``): every row of the ``table_claims.csv`` of every
-    study folder below ``root`` run at its default preset (paper-preset folders repeat those claims
-    at another scale and are left out), grouped by the cited work (most claims first): a count of
-    verdicts per work, then per work each claim with the source's number, ours with its standard
-    error, the verdict and links to the study and the tables that hold the evidence."""
+def _claims_frame(root: Path, default: bool):
+    """Every claims row of the study folders below ``root`` run at their default preset (or, with
+    ``default`` False, at another one), with its cited work (`_work`), folder and evidence links."""
     import pandas as pd
-    from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE, markdown_cell
-
-    root = Path(root)
     frames = []
     for manifest_path in sorted(root.glob("*/manifest.json")):
         folder = manifest_path.parent
-        if json.loads(manifest_path.read_text()).get("preset") != "default" or \
+        if (json.loads(manifest_path.read_text()).get("preset") == "default") != default or \
                 not (folder / "table_claims.csv").exists():
             continue
         table = pd.read_csv(folder / "table_claims.csv", keep_default_na=False, dtype=str).rename(
             columns={"source's number": "source_value"})
         evidence = [_evidence(folder, where) for where in table.evidence]
         frames.append(table.assign(work=table.source.map(_work), study=folder.name, link=evidence))
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def _claim_rows(part) -> list[str]:
+    """The claims table of one cited work's rows: claim (with the part of the work cited), the
+    source's number, ours, SE, verdict and evidence."""
+    from simrec.reporting import markdown_cell
+    lines = ["| claim | source's number | ours | SE | verdict | evidence |", "|---|---|---|---|---|---|"]
+    for row in part.itertuples(index=False):
+        section = row.source[len(row.work):].strip(" ,;")
+        cells = [(f"{section}: " if section else "") + row.claim, row.source_value, row.ours, row.SE]
+        lines.append("| " + " | ".join(map(markdown_cell, cells)) + f" | {row.verdict} | {row.link} |")
+    return lines
+
+
+def claims_page(root: Path | str) -> str:
+    """The claims page (``results/claims.md``): every row of the ``table_claims.csv`` of every
+    study folder below ``root`` run at its default preset, grouped by the cited work (most claims
+    first): a count of verdicts per work, then per work each claim with the source's number, ours
+    with its standard error, the verdict and links to the study and the tables that hold the
+    evidence. Then the folders of other presets (the sources' own regimes, larger scales), apart so
+    that the counts stay one row per claim: a count of verdicts per folder and its claims."""
+    import pandas as pd
+    from simrec.reporting import CLAIM_VERDICTS, VERDICT_RULE, markdown_cell
+
+    root = Path(root)
     lines = ["# Claims", "", "Every claim of a source that a study of this repository checks, gathered "
              "from the committed `table_claims` of each study at its default preset; each study's "
-             "README gives the setting, the mechanism behind a verdict and the caveats. Regenerated "
-             "with the results index (`simrec run STUDY --publish`).", ""]
-    if not frames:
+             "README gives the setting, the mechanism behind a verdict and the caveats. The same or "
+             "further claims tested at other presets (a source's own regime, a larger scale) follow in "
+             "their own section, not in these counts. Regenerated with the results index "
+             "(`simrec run STUDY --publish`).", ""]
+    claims = _claims_frame(root, default=True)
+    if claims is None:
         return "\n".join(lines + ["No study folder holds a claims table yet.", ""])
-    claims = pd.concat(frames, ignore_index=True)
     works = claims.work.value_counts(sort=False).sort_values(ascending=False, kind="stable").index
     counts = pd.crosstab(claims.work, claims.verdict).reindex(index=works, columns=list(CLAIM_VERDICTS),
                                                                 fill_value=0)
@@ -343,12 +365,22 @@ def claims_page(root: Path | str) -> str:
               "the rule), differs in setting (our setting cannot match the source's), not testable. "
               "The rule for a difference: " + VERDICT_RULE + ".", ""]
     for work in works:
-        part = claims[claims.work == work]
-        lines += [f"## {work}", "", "| claim | source's number | ours | SE | verdict | evidence |",
-                  "|---|---|---|---|---|---|"]
-        for row in part.itertuples(index=False):
-            section = row.source[len(work):].strip(" ,;")
-            cells = [(f"{section}: " if section else "") + row.claim, row.source_value, row.ours, row.SE]
-            lines.append("| " + " | ".join(map(markdown_cell, cells)) + f" | {row.verdict} | {row.link} |")
-        lines.append("")
+        lines += [f"## {work}", "", *_claim_rows(claims[claims.work == work]), ""]
+    others = _claims_frame(root, default=False)
+    if others is None:
+        return "\n".join(lines)
+    folders = list(dict.fromkeys(others.study))
+    tally = pd.crosstab(others.study, others.verdict).reindex(index=folders, columns=list(CLAIM_VERDICTS),
+                                                               fill_value=0)
+    lines += ["## Other presets", "", "Claims checked by the committed folders of other presets, apart "
+              "from the counts above (several repeat a default preset's claim in another setting).", "",
+              "| folder | works | " + " | ".join(CLAIM_VERDICTS) + " | claims |",
+              "|---|---|" + "---:|" * (len(CLAIM_VERDICTS) + 1)]
+    for folder in folders:
+        cited = ", ".join(map(markdown_cell, dict.fromkeys(others.work[others.study == folder])))
+        lines.append(f"| [{folder}]({folder}/README.md) | {cited} | " + " | ".join(str(n) for n in tally.loc[folder])
+                     + f" | {tally.loc[folder].sum()} |")
+    lines.append("")
+    for folder in folders:
+        lines += [f"### {folder}", "", *_claim_rows(others[others.study == folder]), ""]
     return "\n".join(lines)

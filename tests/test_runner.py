@@ -304,7 +304,7 @@ def _claims_folder(root, name: str, preset: str, rows: list[tuple[str, str, str]
         (folder / file).write_text("")
 
 
-def test_the_claims_page_gathers_every_default_presets_claims_by_cited_work(tmp_path):
+def test_the_claims_page_gathers_every_default_presets_claims_by_cited_work_and_other_presets_apart(tmp_path):
     _claims_folder(tmp_path, "alpha", "default", [("Lim et al. RecSys'15, Table 1", "reproduced", "table_a"),
                                                   ("Lim et al. RecSys'15 §2", "tie", "table_a, fig_b (left)"),
                                                   ("Other, Some note", "not reproduced", "")],
@@ -317,7 +317,11 @@ def test_the_claims_page_gathers_every_default_presets_claims_by_cited_work(tmp_
     head = "| Lim et al. RecSys'15 | 2 | 0 | 1 | 0 | 0 | 3 | [alpha](alpha/README.md), [beta](beta/README.md) |"
     assert head in page and "| Other, Some note | 0 | 1 | 0 | 0 | 0 | 1 | [alpha](alpha/README.md) |" in page
     assert page.index(head) < page.index("| Other, Some note |")          # most claims first
-    assert "| all | 2 | 1 | 1 | 0 | 0 | 4 | |" in page                    # the paper preset is left out
+    assert "| all | 2 | 1 | 1 | 0 | 0 | 4 | |" in page                    # the paper preset is apart
+    other = page[page.index("## Other presets"):]
+    assert "| [beta_paper](beta_paper/README.md) | Lim et al. RecSys'15 | 0 | 0 | 1 | 0 | 0 | 1 |" in other
+    assert "### beta_paper" in other and "| Thm 1: claim 0 | 1.0 | 0.9 | 0.1 | tie | [beta_paper](beta_paper/README.md) |" \
+        in other and "alpha" not in other
     assert "| §2: claim 1 | 1.0 | 0.9 | 0.1 | tie | [alpha](alpha/README.md): [table_a](alpha/table_a.md), " \
            "[fig_b](alpha/fig_b.png) (left) |" in page
     assert "| Thm 1: claim 0 | 1.0 | 0.9 | 0.1 | reproduced | [beta](beta/README.md): table_gone |" in page
