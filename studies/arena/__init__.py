@@ -179,6 +179,10 @@ PRESETS = {
     "paper": ArenaConfig(catalogues=(10, 100, 800), sessions=(1_000, 10_000, 100_000), replications=50),
     # stochastic targets: Plackett–Luce target and rival at temperature 0.5
     "pl_target": ArenaConfig(catalogues=(10, 100), target_temperature=0.5),
+    # larger catalogues and slates: 10^3 and 10^4 items, K = 20, the ε-greedy logger alone (its
+    # exposures are exact at any size; a Plackett–Luce logger's only up to A · K = 4096)
+    "scale": ArenaConfig(catalogues=(1_000, 10_000), feed_length=20, temperatures=(), epsilons=(0.05, 0.3),
+                         group_sizes=(100,), replications=10),
     # MIPS's assumption dialled: group size x direct effect on the position-based behaviour
     "mips": ArenaConfig(behaviours=("position_based",), catalogues=(100, 500), group_sizes=(5, 1, 25),
                         direct_effects=(0.0, 0.5, 1.0), temperatures=(0.5,), epsilons=(0.05,)),
@@ -218,4 +222,4 @@ STUDY = Study(
                 "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
                 "(Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 180, "paper": 4800, "mips": 120, "pl_target": 150})
+    expected_seconds={"smoke": 45, "default": 180, "paper": 4800, "mips": 120, "pl_target": 150, "scale": 240})

@@ -484,10 +484,12 @@ def _truth_lines(check: pd.DataFrame) -> list[str]:
 
 def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame,
                  selected: pd.DataFrame, mips: pd.DataFrame, check: pd.DataFrame) -> str:
+    loggers = ([f"a Plackett–Luce logger (temperatures {', '.join(f'{t:g}' for t in config.temperatures)})"]
+               if config.temperatures else []) + (
+        [f"an ε-greedy logger around its sorted order (ε {', '.join(f'{e:g}' for e in config.epsilons)})"]
+        if config.epsilons else [])
     lines = [f"The online reward of a {_target_kind(config)} ranking K = {config.feed_length} of A items, "
-             "estimated from logs of a Plackett–Luce logger (temperatures "
-             f"{', '.join(f'{t:g}' for t in config.temperatures) or 'none'}) and an ε-greedy logger around its sorted "
-             f"order (ε {', '.join(f'{e:g}' for e in config.epsilons) or 'none'}) "
+             f"estimated from logs of {' and '.join(loggers)} "
              "by every registered estimator of the online value, at m in "
              f"{{{', '.join(_m_text(m) for m in config.m)}}}, "
              f"over {config.replications} independent logs per setting; scored by relative MSE "
