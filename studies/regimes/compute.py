@@ -319,8 +319,9 @@ def _day_records(key, online_key, platform: S.Platform, config: RegimesConfig, d
 
 def compute(key, config: RegimesConfig, cell: dict, shared: Shared) -> list[dict]:
     """Records of one cell: its regime's `days` days, written for each of its grid points
-    (`cell_points`). `key` is the run's root key; day t of replication r draws from
-    fold_in(shared_key(key, "replication:r"), t) at every grid point."""
+    (`cell_points`). `key` is the run's root key; day t of replication r draws its log from
+    fold_in(shared_key(key, "replication:r"), t) at every grid point and, on a level with a cascade
+    or satiation, the Monte Carlo online values from fold_in(shared_key(key, "online:r"), t)."""
     points = cell_points(cell)
     dials = cell_dials(config, points[0])
     platform = dataclasses.replace(shared.platform, config=regime_config(config.scenario, dials, config.level))

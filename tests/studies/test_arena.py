@@ -237,7 +237,7 @@ def test_the_mips_dial_writes_its_table_figure_and_claims(mips_run):
     """Several MIPS worlds: `table_mips` holds MIPS beside DCG per setting, equal to DCG at one item per
     group (singleton groups make MIPS DCG); `fig_mips` is drawn; the two claims where MIPS's
     assumption holds are set beside the paper; the other figures and claims show the base world."""
-    out, config = mips_run
+    out, _ = mips_run
     mips = pd.read_csv(out / "table_mips.csv")
     worlds = mips[["group_size", "direct_effect"]].drop_duplicates()
     assert len(worlds) == 4 and (out / "fig_mips.png").exists()
@@ -258,11 +258,14 @@ def test_a_plackett_luce_logger_without_exact_exposures_is_refused_early():
     """`setup` refuses a catalogue whose Plackett–Luce exposures would be a Monte Carlo estimate
     (A · K above the exponential race's limit), naming the fix; the paper preset's largest catalogue
     passes, and the ε-greedy logger alone has no such limit."""
+    large = dataclasses.replace(TINY, catalogues=(1_500,), group_sizes=(1_500,))      # one MIPS group: no k-means work
     with pytest.raises(ConfigError, match="catalogues: the Plackett–Luce logger"):
-        arena.setup(jax.random.key(0), dataclasses.replace(TINY, catalogues=(1_500,)))
-    assert arena.setup(jax.random.key(0), dataclasses.replace(TINY, catalogues=(1_500,), temperatures=())).worlds
+        arena.setup(jax.random.key(0), large)
+    assert arena.setup(jax.random.key(0), dataclasses.replace(large, temperatures=())).worlds
     paper = arena.PRESETS["paper"]
-    assert arena.setup(jax.random.key(0), dataclasses.replace(paper, catalogues=(max(paper.catalogues),))).worlds
+    largest = max(paper.catalogues)
+    assert arena.setup(jax.random.key(0), dataclasses.replace(paper, catalogues=(largest,),
+                                                              group_sizes=(largest,))).worlds
 
 
 def test_a_plackett_luce_targets_truth_is_exact_by_rank_and_monte_carlo_with_the_items_above():
