@@ -6,7 +6,8 @@ The online reward of policy R is the expected number of positive feedback events
     V_s(R) = sum_x activity[x] sum_a q_s(x, a) ε_R(x, a),
 
 which `online_value` computes over every context — exactly when the exposure is exact
-(`is_exact`), else with the Monte Carlo standard error of the exposure. With within-session
+(`is_exact`, or a Plackett–Luce policy whose exposure the exponential race gives exactly,
+`race_nodes`), else with the Monte Carlo standard error of the exposure. With within-session
 violations (a `Cascade` view model, satiation) it conditions on the ranking σ instead:
 
     V_s(R | x, σ) = sum_i S(i) · prod_{j<i} (1 - p q̃_stop(j)) · q̃_s(i),
@@ -33,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from simrec import validate
-from simrec.feed.exposure import exact_exposure, exposure_sample, monte_carlo, subset_weights
+from simrec.feed.exposure import exact_exposure, exposure, exposure_sample, monte_carlo, race_nodes, subset_weights
 from simrec.feed.policies import EpsilonGreedy, Policy, Sort, is_deterministic, is_exact, item_values, num_items
 from simrec.feed.sampling import sample_ranking
 from simrec.feed.sessions import Scenario, check_policy, num_contexts, scenario_quality, session_chunks
@@ -76,6 +77,14 @@ def _exposure_value_block(key, scenario, policy, survival, weights, contexts, nu
     return stats, jnp.min(quality), jnp.max(quality)
 
 
+@jax.jit
+def _table_value_block(scenario, table, contexts):
+    quality = _quality_stack(scenario, contexts, jnp.broadcast_to(jnp.arange(table.shape[1], dtype=jnp.int32),
+                                                                  table.shape))           # [S, B, A]
+    value = jnp.einsum("sba,ba->sb", quality, table)
+    return (value, jnp.zeros_like(value)), jnp.min(quality), jnp.max(quality)
+
+
 @functools.partial(jax.jit, static_argnames=("num_samples",))
 def _ranking_value_block(key, scenario, policy, survival, contexts, num_samples):
     def sample(k):
@@ -112,7 +121,8 @@ def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, n
                  block_size: int = 256) -> OnlineValue:
     """Expected positive feedback per session of `policy`, per signal, averaged exactly over the
     context distribution (module docstring). `key` may be None when the value is exact (an
-    `is_exact` policy without within-session violations, or a deterministic one with them).
+    `is_exact` policy, or a Plackett–Luce one that `race_nodes` accepts, without within-session
+    violations; a deterministic one with them).
     Raises ValueError with fatigue (use `ab_test`) or if a quality leaves [0, 1].
     """
     check_policy(scenario, policy)
@@ -131,8 +141,9 @@ def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, n
         return OnlineValue((1 - epsilon) * base.mean + epsilon * uniform.mean,
                            epsilon * uniform.standard_error, scenario.signals)
     exact = is_deterministic(policy) if by_ranking else is_exact(policy)
-    samples = 1 if exact else validate.integer("num_samples", num_samples, low=2)
-    if not exact and key is None:
+    raced = not (by_ranking or exact) and race_nodes(policy, np.arange(num_contexts(scenario)), block_size) is not None
+    samples = 1 if exact or raced else validate.integer("num_samples", num_samples, low=2)
+    if not (exact or raced) and key is None:
         raise ValueError("online_value needs a PRNG key for a stochastic policy")
     key = jax.random.key(0) if key is None else key           # unused by exact computations
     survival = view_probability(scenario.view, policy.feed_length)
@@ -144,6 +155,9 @@ def online_value(key: jax.Array | None, scenario: Scenario, policy: Policy, *, n
         contexts = jnp.arange(start, min(start + block_size, activity.shape[0]), dtype=jnp.int32)
         if by_ranking:
             (mean, se), low, high = _ranking_value_block(key, scenario, policy, survival, contexts, samples)
+        elif raced:
+            table = exposure(None, policy, scenario.view, contexts, block_size=block_size).mean
+            (mean, se), low, high = _table_value_block(scenario, table, contexts)
         else:
             (mean, se), low, high = _exposure_value_block(key, scenario, policy, survival, weights,
                                                           contexts, samples, exact)

@@ -197,17 +197,11 @@ def target_ranker(config: ArenaConfig, scores: np.ndarray):
 
 
 def truth(key, config: ArenaConfig, scene: feed.Scenario, policy: feed.Policy) -> tuple[float, float]:
-    """A policy's online reward per session and its standard error: exact (SE 0) for a
-    deterministic policy under every behaviour (`feed.online_value`) and for a Plackett–Luce one
-    where the reward depends on the item and its rank alone (Σ_x p(x) Σ_a q(x, a) ε(x, a), ε exact by
-    the exponential race, `feed.exposure`); else the mean over `truth_samples` sampled rankings
-    per user from `key`, with its Monte Carlo standard error."""
-    if feed.is_deterministic(policy):
-        return float(feed.online_value(None, scene, policy).mean[0]), 0.0
-    if not (isinstance(scene.view, feed.Cascade) or scene.satiation > 0):
-        exposure = feed.exposure(None, policy, scene.view, np.arange(config.contexts)).mean
-        quality = np.asarray(scene.quality[0].params, np.float64)
-        return float(np.asarray(scene.activity, np.float64) @ (quality * np.asarray(exposure, np.float64)).sum(1)), 0.0
+    """A policy's online reward per session and its standard error (`feed.online_value`): exact
+    (SE 0) for a deterministic policy under every behaviour and for a Plackett–Luce one where the
+    reward depends on the item and its rank alone (its exposures exact by the exponential race);
+    else the mean over `truth_samples` sampled rankings per user from `key`, with its Monte Carlo
+    standard error."""
     value = feed.online_value(key, scene, policy, num_samples=config.truth_samples)
     return float(value.mean[0]), float(value.standard_error[0])
 

@@ -171,6 +171,18 @@ class LevelConfig:
             _require(0 <= value <= 1, f"level.{name} must be in [0, 1], got {value!r}")
         _require(self.clip >= 1, f"level.clip must be >= 1 (inf = no clipping), got {self.clip!r}")
 
+    @property
+    def breaks_session(self) -> bool:
+        """Whether a cascade or satiation makes the reward at a rank depend on the items above
+        (KDD'24 Asm. 2–3), so that a policy's online value is no longer Σ_x p(x) Σ_a q ε(x, a)."""
+        return self.cascade > 0 or self.satiation > 0
+
+    def violations(self) -> list[str]:
+        """The level's within-session violations in words ([] without any)."""
+        return ([f"a cascade (a watch ends the session with probability {self.cascade:g}: Asm. 2)"]
+                if self.cascade > 0 else []) + ([f"satiation β = {self.satiation:g} (Asm. 3)"]
+                                                if self.satiation > 0 else [])
+
 
 @dataclass(frozen=True)
 class DriftConfig:

@@ -251,19 +251,13 @@ def correlated_estimates(data: dict, targets: dict) -> dict[tuple[str, str], tup
     return {(key, name): estimates[key, name] for key in CORRELATED for name in SERIES}
 
 
-def violated(level: S.LevelConfig) -> bool:
-    """Whether the level breaks Asm. 2 or 3 within a session (a cascade or satiation), so that a
-    policy's online value is not Σ_x p(x) Σ_a q(x, a) ε(x, a) (`table_value`)."""
-    return level.cascade > 0 or level.satiation > 0
-
-
 def _online(key, platform: S.Platform, scenario: feed.Scenario, policies: dict, true: dict,
             level: S.LevelConfig) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{name: (online reward per session f64[S], its Monte Carlo SE f64[S])} of every policy on the
     day: `table_value` of its true exposure table (SE 0) on a level without within-session
     violations, else `scenarios.online` (exact for the deterministic targets; a Monte Carlo mean
     over the scenario's online_samples rankings per context for a stochastic logger, from `key`)."""
-    if not violated(level):
+    if not level.breaks_session:
         return {name: (table_value(scenario, table), np.zeros(len(scenario.signals))) for name, table in true.items()}
     values = {name: S.online(jax.random.fold_in(key, i), platform, scenario, policy)
               for i, (name, policy) in enumerate(policies.items())}
@@ -299,7 +293,7 @@ def _day_records(key, online_key, platform: S.Platform, config: RegimesConfig, d
     for s, signal in enumerate(scenario.signals):
         out += [{"signal": signal, "target": name, "quantity": "online", "m": math.nan, "value": float(v[s])}
                 for name, (v, _) in online.items()]
-        if violated(lv):
+        if lv.breaks_session:
             out += [{"signal": signal, "target": name, "quantity": "online_se", "m": math.nan, "value": float(se[s])}
                     for name, (_, se) in online.items()]
         data, targets = table2_estimates.inputs(log.rewards[s], viewed, exposures, discount)

@@ -17,7 +17,7 @@ from simrec_studies.common import scenarios as S
 from simrec_studies.common import table2
 from simrec_studies.common.table2 import ESTIMATORS
 from simrec_studies.regimes.compute import (CORRELATED, DIALS, MAP_DIALS, MAPS, PAPER, SERIES, TARGET, cell_dials, grid,
-                                            grid_points, violated)
+                                            grid_points)
 
 if TYPE_CHECKING:
     from simrec_studies.regimes import RegimesConfig
@@ -698,8 +698,7 @@ def _level_prose(config: RegimesConfig) -> str:
     """The simulated level in words: its view model, candidates, shown items and violations."""
     lv = S.level_config(config.scenario, config.level)
     view = "scroll-budget" if lv.view == "scroll_budget" else "exponential"
-    violations = ([f"a cascade (a watch ends the session with probability {lv.cascade:g}: Asm. 2)"]
-                  if lv.cascade else []) + ([f"satiation β = {lv.satiation:g} (Asm. 3)"] if lv.satiation else [])
+    violations = lv.violations()
     return (f"the {'first' if config.level == 'level1' else 'second'}-level feed ({view} view, N = {lv.candidates} "
             f"candidates, K = {lv.feed_length} shown, "
             + (" and ".join(violations) if violations else "no violations of Asm. 1–4") + ")")
@@ -838,7 +837,7 @@ def _verdict_map_lines(config: RegimesConfig, every: dict) -> list[str]:
         f"{', '.join(S.ranker_label(r) for r in config.improving)} (improving) and "
         f"{', '.join(S.ranker_label(r) for r in config.harmful)} (harmful); every setting's truth is the "
         + ("online difference, beyond 2 Monte Carlo SE (the logger's value under the cascade and satiation)"
-           if violated(S.level_config(config.scenario, config.level)) else "exact online difference")
+           if S.level_config(config.scenario, config.level).breaks_session else "exact online difference")
         + ":", *_regions(config, every["d"], by_signal=False),
     ]
 

@@ -355,17 +355,14 @@ def _violation_text(config, improving: pd.DataFrame, level: str, m_hi: float) ->
     no longer acts, beside that of the levels without violations. improving: the improving targets'
     lift rows indexed by (scope, metric, m)."""
     lv = scenarios.level_config(config.scenario, level)
-    if not (lv.cascade or lv.satiation):
+    if not lv.breaks_session:
         return ""
     clean = [other for other in config.levels if other != level and (other, "dcg", m_hi) in improving.index
-             and not (scenarios.level_config(config.scenario, other).cascade
-                      or scenarios.level_config(config.scenario, other).satiation)]
+             and not scenarios.level_config(config.scenario, other).breaks_session]
     return (f" At m = {_m_text(m_hi)} clipping no longer acts: the bias left, "
-            f"{improving.loc[(level, 'dcg', m_hi)].bias:+.3f}, is this level's "
-            + " and ".join(part for part in (f"cascade (a watch ends the session with probability {lv.cascade:g})"
-                                             if lv.cascade else "",
-                                             f"satiation (β = {lv.satiation:g})" if lv.satiation else "") if part)
-            + ", which break DCG's Asm. 2–3 (and shorten the depths the position model is learnt from)"
+            f"{improving.loc[(level, 'dcg', m_hi)].bias:+.3f}, comes from this level's "
+            + " and ".join(lv.violations())
+            + ", which break DCG's assumptions (and shorten the depths the position model is learnt from)"
             + "".join(f"; {other}, without them, ends at {improving.loc[(other, 'dcg', m_hi)].bias:+.3f}"
                       for other in clean) + ".")
 

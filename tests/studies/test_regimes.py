@@ -188,7 +188,7 @@ def test_online_truth_is_the_table_value_without_violations_and_monte_carlo_with
         true = {name: feed.placement_exposure(feed.placement(None, p, np.arange(platform.world.n_users)),
                                               scenario.view, platform.world.n_items) for name, p in policies.items()}
         online = compute._online(jax.random.key(3), platform, scenario, policies, true, lv)
-        if not compute.violated(lv):
+        if not lv.breaks_session:
             for name, (value, se) in online.items():
                 np.testing.assert_array_equal(value, regimes.table_value(scenario, true[name]))
                 assert not se.any()

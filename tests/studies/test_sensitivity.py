@@ -400,6 +400,6 @@ def test_the_bias_left_at_no_clipping_is_put_on_the_levels_violations():
         ["scope", "metric", "m"])
     text = sensitivity_report._violation_text(config, improving, "level2", math.inf)
     level2 = scenarios.level_config(config.scenario, "level2")
-    assert "the bias left, -0.175" in text and f"probability {level2.cascade:g}" in text
-    assert f"satiation (β = {level2.satiation:g})" in text and "level1, without them, ends at +0.004" in text
+    assert "the bias left, -0.175" in text and f"probability {level2.cascade:g}: Asm. 2)" in text
+    assert f"satiation β = {level2.satiation:g} (Asm. 3)" in text and "level1, without them, ends at +0.004" in text
     assert sensitivity_report._violation_text(config, improving, "level1", math.inf) == ""
