@@ -376,18 +376,32 @@ def test_uniform_exploration_of_few_candidates_gives_every_ordered_prefix_alike(
     assert max(abs(c / n - p) for c in counts.values()) <= 4 * math.sqrt(p * (1 - p) / n)
 
 
-def test_uniform_exploration_of_2_to_the_16_candidates_or_more_takes_the_top_k_of_noise():
-    """`uniform_prefix` draws an index with `_scaled_index`, exact below 2^16 candidates only; a
-    larger candidate set explores by the top K of uniform noise: distinct ids, every one a candidate."""
-    A, K, n = 2**16 + 7, 4, 64
+def test_uniform_exploration_of_2_to_the_16_candidates_or_more_draws_exact_indices_by_first_appearances():
+    """Beyond the alias coin's 2^16 candidates, uniform exploration still draws by first appearances
+    (`_scaled_index` is exact up to 2^31, memory O(N·K) instead of O(N·A)): distinct ids, every one a
+    candidate, and the first rank uniform over 16 equal blocks of ids (every frequency within 4 SE)."""
+    A, K, n = 2**17 + 7, 4, 40_000
     policy = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(feed.Sort(feed.from_table(np.zeros((1, A), np.float32))),
                                                               1.0), K)
-    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(11), policy, jnp.zeros(n, jnp.int32)))
+    tables = feed.context_tables(policy, 1)                        # the base order once, not per session
+    shown = np.asarray(jax.jit(feed.sample_ranking)(jax.random.key(11), policy, jnp.zeros(n, jnp.int32), tables))
     assert shown.min() >= 0 and shown.max() < A
     assert np.all(np.sort(shown, axis=1)[:, 1:] != np.sort(shown, axis=1)[:, :-1])
-    assert len(np.unique(shown[:, 0])) > n - 3                     # not stuck on a few ids
-    with pytest.raises(ValueError, match="num_candidates < 2\\^16"):
-        sampling.uniform_prefix(jax.random.key(0), 2, 2**16, 3)
+    blocks = np.bincount(shown[:, 0] * 16 // A, minlength=16) / n
+    assert np.all(np.abs(blocks - 1 / 16) <= 4 * math.sqrt(1 / 16 * 15 / 16 / n)), blocks
+    with pytest.raises(ValueError, match="num_candidates < 2\\^31"):
+        sampling.uniform_prefix(jax.random.key(0), 2, 2**31, 3)
+
+
+def test_scaled_index_is_the_exact_floor_of_the_scaled_word():
+    """floor(w · size / 2^32) against Python integers, below and above 2^16 candidates."""
+    rng = np.random.default_rng(0)
+    words = rng.integers(0, 2**32, 4_000, dtype=np.uint64).astype(np.uint32)
+    words[:3] = [0, 2**32 - 1, 2**31]
+    for size in (1, 7, 2**16 - 1, 2**16 + 7, 100_000, 2**31 - 1):
+        got = np.asarray(sampling._scaled_index(jnp.asarray(words), size))
+        want = (words.astype(object) * size) // 2**32
+        np.testing.assert_array_equal(got, want.astype(np.int64), err_msg=str(size))
 
 
 def test_per_context_fixed_candidates_from_top_k_match_top_k():

@@ -148,6 +148,26 @@ def test_satiated_quality_matches_loop():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("satiated_by", ["neighbours", "slate"])
+def test_satiation_by_viewed_neighbours_or_slate_matches_loop(satiated_by):
+    """q̃(i) = q(i) · prod over the viewed ranks j of J(i) (i ± 1, or every j != i) of (1 - β q(j))."""
+    rng = np.random.default_rng(9)
+    q = rng.uniform(size=(3, 6)).astype(np.float32)
+    q[1, 3] = 1.0                                          # β q = 1: its viewed partners drop to 0
+    depth = np.array([6, 4, 2])
+    viewed = np.arange(6)[None, :] < depth[:, None]
+    beta = 1.0 if satiated_by == "slate" else 0.7
+    got = np.asarray(feed.satiated_quality(jnp.asarray(q), beta, satiated_by, jnp.asarray(viewed)))
+    want = np.zeros(q.shape)
+    for b in range(3):
+        for i in range(6):
+            partners = [j for j in range(depth[b]) if j != i and (satiated_by == "slate" or abs(j - i) == 1)]
+            want[b, i] = q[b, i] * np.prod([1 - beta * float(q[b, j]) for j in partners])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="viewed mask"):
+        feed.satiated_quality(jnp.asarray(q), beta, satiated_by)
+
+
 def test_fatigue_carries_state_across_sessions(pl_exposure):
     """φ = 1: an item viewed once by a user never rewards that user again."""
     scenario = make_scenario(np.ones((X, A), np.float32), np.ones((X, A), np.float32), fatigue=1.0)

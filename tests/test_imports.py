@@ -34,11 +34,7 @@ ABOVE_THE_WORLD = ("simrec.feed", "simrec.ope", "simrec.models", "simrec.runner"
 SHARED_STUDY_MODULES = ("simrec_studies.common",)
 #: private names still imported across modules, each with the reason it is allowed; the test
 #: fails when one of them is gone, so that this list only ever shrinks
-KNOWN_PRIVATE_IMPORTS: dict = {
-    # the check of AIPS's cascade_sessions, shared by the formula (slate) and its registry entry; it
-    # moves to `simrec.validate` (a bool-vector check) with the next change to the OPE code
-    ("simrec.ope.registry", "simrec.ope.slate", "_checked_cascade_sessions"): "one check, two callers",
-}
+KNOWN_PRIVATE_IMPORTS: dict = {}
 
 
 @dataclass(frozen=True)

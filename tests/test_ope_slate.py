@@ -1,5 +1,6 @@
 """simrec.ope.slate: RIPS and SIPS against their formulas computed loop by loop, unbiased against the
-simulator's exact online value where DCG is not (satiation, click-stops), and their registry
+simulator's exact online value where DCG is not (satiation, click-stops), SIPS and AIPS where RIPS
+is not either (satiation by the viewed neighbours or the whole viewed slate), and their registry
 entries."""
 import math
 
@@ -46,6 +47,28 @@ def test_rips_and_sips_equal_their_formulas_term_by_term():
     on_policy = np.asarray(ope.trajectory_rips(rewards, viewed, logging_prefix, logging_prefix))
     np.testing.assert_allclose(on_policy, rewards.sum(axis=1), rtol=1e-6)
     np.testing.assert_allclose(ope.prefix_weights(viewed, logging_prefix, logging_prefix), viewed * 1.0)
+
+
+def test_rips_looking_ahead_weighs_each_rank_by_a_longer_prefix():
+    """RIPS with lookahead L: Σ_k c_k min(m, w_min(k+L, D)), loop by loop; L = 0 is RIPS and
+    L >= K − 1 is SIPS."""
+    rewards, viewed, logging_prefix, target_prefix = _random_slate_log(seed=4, n=150)
+    depth = viewed.sum(axis=1)
+    for lookahead in (1, 2):
+        got = np.asarray(ope.trajectory_rips(rewards, viewed, logging_prefix, target_prefix, M_VALUES,
+                                             lookahead=lookahead))
+        for i, m in enumerate(M_VALUES):
+            for t in range(rewards.shape[0]):
+                want = sum(float(rewards[t, k]) * min(m, math.exp(target_prefix[t, min(k + lookahead, depth[t] - 1)]
+                                                                  - logging_prefix[t, min(k + lookahead, depth[t] - 1)]))
+                           for k in range(rewards.shape[1]) if viewed[t, k])
+                assert got[i, t] == pytest.approx(want, rel=1e-5, abs=1e-7)
+    arrays = (rewards, viewed, logging_prefix, target_prefix, M_VALUES)
+    np.testing.assert_array_equal(ope.trajectory_rips(*arrays, lookahead=0), ope.trajectory_rips(*arrays))
+    np.testing.assert_allclose(ope.trajectory_rips(*arrays, lookahead=rewards.shape[1] - 1),
+                               ope.trajectory_sips(*arrays), rtol=1e-6)
+    with pytest.raises(ValueError, match="lookahead must be an integer"):
+        ope.trajectory_rips(*arrays, lookahead=-1)
 
 
 def test_sn_rips_equals_its_formula_rank_by_rank():
@@ -154,20 +177,28 @@ def _scenario(behaviour: str) -> feed.Scenario:
     if behaviour == "click_stops":
         view = feed.Cascade(view, jnp.float32(0.6))
     return feed.Scenario(view, (feed.from_table(QUALITY),), jnp.full(X, 1.0 / X), signals=("click",),
-                         satiation=0.6 if behaviour in ("satiation", "mixed") else 0.0,
-                         satiated_contexts=jnp.asarray(MIXED) if behaviour == "mixed" else None)
+                         satiation=0.0 if behaviour in ("position_based", "click_stops") else 0.6,
+                         satiated_contexts=jnp.asarray(MIXED) if behaviour == "mixed" else None,
+                         satiated_by=behaviour if behaviour in ("neighbours", "slate") else "above")
 
 
-def _cascade_contexts(behaviour: str) -> np.ndarray:
-    """AIPS's true behaviour per context: cascade wherever the reward depends on the items above."""
-    return MIXED if behaviour == "mixed" else np.full(X, behaviour != "position_based")
+#: AIPS's true behaviour under each simulated behaviour (the mixed one: per context)
+AIPS_TRUE = {"position_based": "independent", "satiation": "cascade", "click_stops": "cascade",
+             "neighbours": "neighbours", "slate": "standard"}
+
+
+def _context_behaviours(behaviour: str) -> np.ndarray:
+    """AIPS's true behaviour per context (indices of ope.AIPS_BEHAVIOURS)."""
+    if behaviour == "mixed":
+        return np.where(MIXED, 1, 0)
+    return np.full(X, ope.AIPS_BEHAVIOURS.index(AIPS_TRUE[behaviour]))
 
 
 def _signal(on):
     return on.data["click"], on.targets["click"]
 
 
-@pytest.fixture(scope="module", params=["position_based", "satiation", "click_stops", "mixed"])
+@pytest.fixture(scope="module", params=["position_based", "satiation", "click_stops", "mixed", "neighbours", "slate"])
 def estimates(request):
     """(behaviour, exact online value of the target, `compare` of every estimator (AIPS with the
     true behaviour of each context) on 50,000 logged sessions of the ε-greedy Plackett–Luce logger,
@@ -178,7 +209,7 @@ def estimates(request):
     policies = {"R0": LOGGER, "T": TARGET}
     view = feed.position_model(scenario.view)
     table = ope.compare(*_signal(ope.from_log(log, policies, view, slates=True,
-                                              cascade_contexts=_cascade_contexts(request.param))), np.inf)
+                                              context_behaviours=_context_behaviours(request.param))), np.inf)
     for name, model in REWARD_MODELS.items():             # Cascade-DR with each reward model
         on = ope.from_log(log, policies, view, slates=True, reward_models={"click": model[np.unique(log.users)]})
         more = ope.compare(*_signal(on), np.inf, estimators=["cascade_dr"])
@@ -186,10 +217,18 @@ def estimates(request):
     return request.param, truth, table.set_index(["estimator", "target"])
 
 
+#: the slate estimators unbiased under every behaviour, and those unbiased only where the reward at
+#: a rank depends on the items down to there (RIPS's assumption: not under neighbours or slate)
+WHOLE_SLATE = ("sips", "snsips", "sips_beta", "aips")
+PREFIX = ("rips", "snrips", "cascade_dr/true", "cascade_dr/wrong")
+
+
 def test_slate_estimators_are_unbiased_under_every_within_session_behaviour(estimates):
-    """|estimate − truth| <= 4 SE at m = ∞ (a failure about once in 16,000 seeds; the seed is fixed)."""
+    """|estimate − truth| <= 4 SE at m = ∞ (a failure about once in 16,000 seeds; the seed is fixed):
+    SIPS's family and AIPS with the true behaviour under every behaviour, RIPS's family wherever
+    the reward depends on the items above only."""
     behaviour, truth, table = estimates
-    for name in ("rips", "snrips", "sips", "snsips", "sips_beta", "cascade_dr/true", "cascade_dr/wrong", "aips"):
+    for name in WHOLE_SLATE + (PREFIX if behaviour not in ("neighbours", "slate") else ()):
         row = table.loc[(name, "T")]
         assert abs(row.value - truth) <= 4 * row.value_se, (behaviour, name, row.value, truth, row.value_se)
 
@@ -243,25 +282,61 @@ def test_dcg_is_biased_where_the_reward_depends_on_the_items_above(estimates):
     assert abs(z) <= 4 if behaviour == "position_based" else z > (4 if behaviour == "mixed" else 6), (behaviour, z)
 
 
-def test_aips_is_dcg_where_no_session_cascades_and_rips_where_all_do():
-    """AIPS's special cases, and its per-session choice between the two, on random inputs."""
+@pytest.mark.parametrize("satiated_by", ["neighbours", "slate"])
+def test_rips_is_biased_where_the_reward_depends_on_the_items_below(satiated_by):
+    """The planted case for RIPS's assumption: three ranks, five items of click probabilities from
+    0.05 to 0.95, satiation β = 1 by the viewed neighbours or the viewed slate, a uniformly random
+    logger and a target that sorts by quality. RIPS weighs rank k by the items down to k and misses
+    that the target's later items satiate more than the logger's: beyond 6 SE (measured 9.1 and 9.5),
+    while SIPS and AIPS with the true behaviour stay within 4 SE of the exact truth (measured <= 1.7;
+    the neighbours' weight, down to rank k + 1, misses rank 3's effect on rank 1 under the slate
+    behaviour: 2.4 SE here, a small bias)."""
+    rng = np.random.default_rng(12)
+    contexts, items = 20, 5
+    quality = rng.uniform(0.05, 0.95, (contexts, items)).astype(np.float32)
+    scenario = feed.Scenario(feed.Exponential(jnp.float32(0.9)), (feed.from_table(quality),),
+                             jnp.full(contexts, 1.0 / contexts), signals=("click",), satiation=1.0,
+                             satiated_by=satiated_by)
+    uniform = feed.Policy(feed.all_items(items), feed.EpsilonGreedy(feed.Sort(feed.from_table(quality)),
+                                                                    jnp.float32(1.0)), 3)
+    target = feed.Policy(feed.all_items(items), feed.Sort(feed.from_table(quality)), 3)
+    truth = float(feed.online_value(None, scenario, target).mean[0])
+    log = feed.simulate(jax.random.key(13), scenario, uniform, 20_000)
+    z = {}
+    for behaviour in ("neighbours", "standard"):
+        on = ope.from_log(log, {"R0": uniform, "T": target}, scenario.view, slates=True,
+                          context_behaviours=np.full(contexts, behaviour))
+        table = ope.compare(*_signal(on), np.inf).set_index(["estimator", "target"])
+        z.update({name if name != "aips" else behaviour: (table.loc[(name, "T")].value - truth)
+                  / table.loc[(name, "T")].value_se for name in ("rips", "sips", "aips")})
+    true = "neighbours" if satiated_by == "neighbours" else "standard"
+    assert abs(z["rips"]) > 6 and abs(z["sips"]) <= 4 and abs(z[true]) <= 4, z
+
+
+def test_aips_is_each_behaviours_estimator_and_mixes_them_session_by_session():
+    """AIPS's special cases: DCG where every session is independent, RIPS where all cascade, RIPS
+    looking one rank ahead under neighbours, SIPS where all are standard; and its per-session mix,
+    with the behaviours given by index or by name."""
     rewards, viewed, logging_prefix, target_prefix = _random_slate_log()
     rng = np.random.default_rng(7)
     logging_exposure = np.where(viewed, rng.uniform(0.05, 1.0, viewed.shape), 0.0).astype(np.float32)
     target_exposure = rng.uniform(0.0, 1.0, viewed.shape).astype(np.float32)
     arrays = (rewards, viewed, logging_exposure, target_exposure, logging_prefix, target_prefix)
-    dcg = np.asarray(ope.trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, M_VALUES))
-    rips = np.asarray(ope.trajectory_rips(rewards, viewed, logging_prefix, target_prefix, M_VALUES))
+    slate = (rewards, viewed, logging_prefix, target_prefix, M_VALUES)
+    each = np.stack([np.asarray(ope.trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, M_VALUES)),
+                     np.asarray(ope.trajectory_rips(*slate)), np.asarray(ope.trajectory_rips(*slate, lookahead=1)),
+                     np.asarray(ope.trajectory_sips(*slate))])
     n = rewards.shape[0]
-    np.testing.assert_array_equal(ope.trajectory_aips(*arrays, np.zeros(n, bool), M_VALUES), dcg)
-    np.testing.assert_array_equal(ope.trajectory_aips(*arrays, np.ones(n, bool), M_VALUES), rips)
-    mixed = rng.uniform(size=n) < 0.5
-    np.testing.assert_array_equal(ope.trajectory_aips(*arrays, mixed, M_VALUES), np.where(mixed, rips, dcg))
+    for b, name in enumerate(ope.AIPS_BEHAVIOURS):
+        np.testing.assert_allclose(ope.trajectory_aips(*arrays, np.full(n, b), M_VALUES), each[b], rtol=1e-6)
+        np.testing.assert_allclose(ope.trajectory_aips(*arrays, np.full(n, name), M_VALUES), each[b], rtol=1e-6)
+    mixed = rng.integers(0, len(ope.AIPS_BEHAVIOURS), n)
+    np.testing.assert_allclose(ope.trajectory_aips(*arrays, mixed, M_VALUES), each[mixed, :, np.arange(n)].T,
+                               rtol=1e-6)
     assert ope.trajectory_aips(*arrays, mixed).shape == (n,)
-    with pytest.raises(ValueError, match="cascade_sessions must be a bool vector"):
-        ope.trajectory_aips(*arrays, mixed[:-1])
-    with pytest.raises(ValueError, match="cascade_sessions must be a bool vector"):
-        ope.trajectory_aips(*arrays, mixed * 1)
+    for bad in (mixed[:-1], mixed + 1.0, np.full(n, 4), np.full(n, "below")):
+        with pytest.raises(ValueError, match="behaviours must be"):
+            ope.trajectory_aips(*arrays, bad)
 
 
 @pytest.mark.parametrize("estimates", ["mixed"], indirect=True)
@@ -288,16 +363,17 @@ def test_slate_estimators_need_the_prefix_probabilities():
     slates = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True)
     table = ope.compare(slates.data["click"], slates.targets["click"], M_VALUES, baseline="R0")
     assert {"rips", "sips", "snsips"} <= set(table.estimator) and not {"cascade_dr", "aips"} & set(table.estimator)
-    assert ope.ESTIMATORS["aips"].needs == frozenset({"logging_prefix", "prefix", "cascade_sessions"})
+    assert ope.ESTIMATORS["aips"].needs == frozenset({"logging_prefix", "prefix", "behaviours"})
     behaviour = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True,
-                             cascade_contexts=np.zeros(X, bool))
+                             context_behaviours=np.full(X, "independent"))
     with_aips = ope.compare(*_signal(behaviour), M_VALUES, baseline="R0").set_index(["estimator", "target", "m"])
     np.testing.assert_array_equal(with_aips.loc["aips"].value, with_aips.loc["dcg"].value)
-    for bad in (np.zeros(X), np.zeros(3, bool)):
-        with pytest.raises(ValueError, match="cascade_contexts must be a bool vector"):
-            ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True, cascade_contexts=bad)
+    for bad, message in ((np.zeros(X), "behaviours must be"),
+                         (np.zeros(3, int), "context_behaviours must be a vector over the scenario's contexts")):
+        with pytest.raises(ValueError, match=message):
+            ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True, context_behaviours=bad)
     with pytest.raises(ValueError, match="pass slates=True"):
-        ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, cascade_contexts=np.zeros(X, bool))
+        ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, context_behaviours=np.zeros(X, int))
     assert ope.ESTIMATORS["cascade_dr"].needs == frozenset({"logging_prefix", "prefix", "predicted",
                                                            "cascade_baseline"})
     modelled = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True,
@@ -311,40 +387,64 @@ def test_slate_estimators_need_the_prefix_probabilities():
         ope.from_log(log, {"R0": subset, "T": TARGET}, scenario.view, slates=True)
 
 
-def test_the_behaviour_chosen_from_the_log_follows_the_paired_difference_per_context_cross_fitted():
-    """`choose_cascade_sessions` against a direct computation: per context and fold, the other fold's
-    paired differences decide (|mean| <= z SE: position-based); too few sessions: cascade."""
+def test_the_behaviour_chosen_from_the_log_follows_the_paired_differences_per_context_cross_fitted():
+    """`choose_behaviours` against a direct computation: per context and fold, the first behaviour
+    whose estimates agree (the other fold's paired differences within 2 SE of 0) with every later
+    one; too few sessions: the last (standard)."""
     rng = np.random.default_rng(3)
-    n = 400
+    n = 600
     contexts = rng.integers(0, 9, n)
     contexts[contexts == 8] = 7                      # context 8 never occurs
     contexts[0] = 8                                  # ... but once: fewer than two sessions per fold
-    cascade = rng.normal(size=n)
-    shift = np.where(contexts % 2 == 0, 3.0, 0.0)     # even contexts: DCG and RIPS disagree
-    independent = cascade + shift + 0.1 * rng.normal(size=n)
-    got = ope.choose_cascade_sessions(contexts, independent, cascade)
+    standard = rng.normal(size=n)
+    # context c's narrowest unbiased behaviour: truth[c]; the estimators before it are shifted by 3
+    truth = np.array([1, 2, 3, 0, 1, 2, 3, 0, 0])
+    estimates = np.stack([standard + 3.0 * (b < truth[contexts]) + 0.1 * rng.normal(size=n) for b in range(3)]
+                         + [standard])
+    got = ope.choose_behaviours(contexts, estimates)
     for t in range(n):
         other = (np.arange(n) % 2 != t % 2) & (contexts == contexts[t])
-        d = independent[other] - cascade[other]
-        if d.size < 2:
-            assert got[t]
+        if other.sum() < 2:
+            assert got[t] == 3
             continue
-        assert got[t] == (abs(d.mean()) > 2.0 * d.std(ddof=1) / math.sqrt(d.size))
-    assert got[contexts % 2 == 0].all() and got[contexts % 2 == 1].mean() < 0.2   # a 2-SE test errs at times
-    assert ope.choose_cascade_sessions(contexts, independent, independent).sum() == 1      # agree: all but x = 8
+
+        def agree(b, later):
+            d = estimates[b, other] - estimates[later, other]
+            return abs(d.mean()) <= 2.0 * d.std(ddof=1) / math.sqrt(d.size)
+        want = next(b for b in range(4) if b == 3 or all(agree(b, later) for later in range(b + 1, 4)))
+        assert got[t] == want
+    common = contexts != 8
+    assert np.mean(got[common] == truth[contexts[common]]) > 0.8      # measured 0.9: each 2-SE test errs at times
+    assert np.all(ope.choose_behaviours(contexts, estimates[:2]) <= 1)                # among the first two only
     with pytest.raises(ValueError, match="contexts must be"):
-        ope.choose_cascade_sessions(contexts[:-1], independent, cascade)
+        ope.choose_behaviours(contexts[:-1], estimates)
     with pytest.raises(ValueError, match="folds"):
-        ope.choose_cascade_sessions(contexts, independent, cascade, folds=1)
+        ope.choose_behaviours(contexts, estimates, folds=1)
 
 
-def test_aips_with_the_behaviour_from_the_log_is_near_the_true_behaviours_with_enough_sessions(estimates):
-    """With 50,000 sessions over 30 users (about 830 per fold and user) the choice finds the
-    position-based users where DCG is unbiased and the cascading ones where its bias is large:
-    AIPS with the chosen behaviour is within 4 SE of the truth under every behaviour."""
-    behaviour, truth, table = estimates
-    row = table.loc[("aips_chosen", "T")]
-    assert abs(row.value - truth) <= 4 * row.value_se, (behaviour, row.value, truth, row.value_se)
+@pytest.mark.parametrize("behaviour", ["position_based", "satiation", "click_stops", "mixed", "neighbours", "slate"])
+def test_aips_with_the_behaviour_from_the_log_is_near_the_truth_with_enough_sessions(behaviour):
+    """With 20,000 sessions over 30 users of a logger near the target (tame weights, so that the
+    standard errors are themselves accurate: with the ε-greedy logger above the prefix weights reach
+    ~8,000 and the reported SE of the chosen mix is a quarter of its spread over seeds), the choice
+    keeps DCG where it agrees with every wider estimator and leaves it where its bias shows: AIPS with
+    the chosen behaviour is within 4 SE of the truth under every behaviour (measured: |z| <= 2), and
+    most position-based users are found independent (three 2-SE tests each: some are not)."""
+    near = feed.Policy(feed.all_items(A), feed.EpsilonGreedy(
+        feed.PlackettLuce(feed.from_table(TARGET_SCORES), jnp.float32(0.5)), jnp.float32(0.2)), K)
+    scenario = _scenario(behaviour)
+    truth = float(feed.online_value(None, scenario, TARGET).mean[0])
+    log = feed.simulate(jax.random.key(3), scenario, near, 20_000)
+    data, targets = _signal(ope.from_log(log, {"R0": near, "T": TARGET}, scenario.view, slates=True))
+    parts = ope.contributions(data, targets, np.inf, estimators=["aips_chosen"])
+    row = ope.summarise(parts, np.inf)["aips_chosen", "T"]
+    assert abs(row["value"][0] - truth) <= 4 * row["value_se"][0], (behaviour, row, truth)
+    if behaviour == "position_based":
+        slate = (data.rewards, data.viewed, data.logging_prefix, targets["T"].prefix)
+        each = np.stack([ope.trajectory_dcg(data.rewards, data.logging_exposure, targets["T"].exposure, data.viewed),
+                         ope.trajectory_rips(*slate), ope.trajectory_rips(*slate, lookahead=1),
+                         ope.trajectory_sips(*slate)])
+        assert np.mean(ope.choose_behaviours(data.contexts, each) == 0) > 0.6          # measured 0.70
 
 
 def test_a_pooled_estimator_is_computed_on_the_subset_itself_not_restricted():
@@ -354,7 +454,7 @@ def test_a_pooled_estimator_is_computed_on_the_subset_itself_not_restricted():
     scenario = _scenario("mixed")
     log = feed.simulate(jax.random.key(8), scenario, LOGGER, 2_000)
     data, targets = _signal(ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True,
-                                         cascade_contexts=MIXED))
+                                         context_behaviours=np.where(MIXED, 1, 0)))
     options = {"target_views": 2.0}                  # SN-DCG's T: the whole log's by default
     parts = ope.contributions(data, targets, M_VALUES, options=options)
     assert ope.ESTIMATORS["aips_chosen"].pooled and ("aips_chosen", "T") in parts
@@ -368,9 +468,11 @@ def test_a_pooled_estimator_is_computed_on_the_subset_itself_not_restricted():
     for key, summary in restricted.items():
         np.testing.assert_allclose(summary["value"], on_subset[key]["value"], rtol=1e-10, err_msg=str(key))
     sub, sub_targets = ope.subset(data, targets, rows)
-    dcg = np.asarray(ope.trajectory_dcg(sub.rewards, sub.logging_exposure, sub_targets["T"].exposure, sub.viewed))
-    rips = np.asarray(ope.trajectory_rips(sub.rewards, sub.viewed, sub.logging_prefix, sub_targets["T"].prefix))
-    want = np.where(ope.choose_cascade_sessions(sub.contexts, dcg, rips), rips, dcg)
+    slate = (sub.rewards, sub.viewed, sub.logging_prefix, sub_targets["T"].prefix)
+    each = np.stack([ope.trajectory_dcg(sub.rewards, sub.logging_exposure, sub_targets["T"].exposure, sub.viewed),
+                     ope.trajectory_rips(*slate), ope.trajectory_rips(*slate, lookahead=1),
+                     ope.trajectory_sips(*slate)])
+    want = each[ope.choose_behaviours(sub.contexts, each), np.arange(each.shape[1])]
     assert on_subset["aips_chosen", "T"]["value"][-1] == pytest.approx(want.astype(np.float64).mean(), rel=1e-9)
     with pytest.raises(ValueError, match="no trajectory"):
         ope.subset(data, targets, np.zeros(2_000, bool))

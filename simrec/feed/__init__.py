@@ -25,8 +25,8 @@ from simrec.feed.sampling import ContextTables, context_tables, sample_ranking
 # `simrec.feed.exposure` is the function (as it always was); the module is sys.modules' entry
 from simrec.feed.exposure import (Exposure, Placement, exposure, exposure_of, placement, placement_exposure,
                                   race_nodes)
-from simrec.feed.sessions import (Log, Scenario, concatenate, depth, logging_exposure_table, satiated_quality,
-                                  scenario_quality, session_chunks, simulate)
+from simrec.feed.sessions import (SATIATED_BY, Log, Scenario, concatenate, depth, logging_exposure_table,
+                                  satiated_quality, scenario_quality, session_chunks, simulate)
 from simrec.feed.position_bias import (ClickLog, CurveEstimate, click_log, curve_view_model, harvesting_counts,
                                       harvesting_curve, randomisation_curve, randomised_top, regression_em)
 from simrec.feed.views import (Cascade, Exponential, Logarithmic, ScrollBudget, Tabulated, ViewModel,
@@ -43,7 +43,7 @@ __all__ = [
     "is_deterministic", "race_nodes", "sample_candidates", "sample_ranking", "exposure", "exposure_of",
     "Placement", "placement", "placement_exposure",
     "ContextTables", "context_tables",
-    "Scenario", "Log", "simulate", "logging_exposure_table", "session_chunks", "satiated_quality",
+    "Scenario", "SATIATED_BY", "Log", "simulate", "logging_exposure_table", "session_chunks", "satiated_quality",
     "scenario_quality", "concatenate",
     "depth", "scenario_from_world", "world_quality", "world_activity",
     "OnlineValue", "ABTest", "online_value", "ab_test",

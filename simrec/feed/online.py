@@ -13,7 +13,9 @@ violations (a `Cascade` view model, satiation) it conditions on the ranking σ i
     V_s(R | x, σ) = sum_i S(i) · prod_{j<i} (1 - p q̃_stop(j)) · q̃_s(i),
 
 with q̃ the satiated quality (`scenario_quality`: of the satiating contexts only, when the
-scenario marks them) and p the cascade's stop probability: exact for
+scenario marks them) and p the cascade's stop probability; when the satiation comes from the
+viewed neighbours or the viewed slate (`Scenario.satiated_by`), q̃ depends on the depth D too and
+V_s(R | x, σ) = sum_d P(D = d) sum_{i<=d} q̃_{s,d}(i). Exact for
 deterministic policies and averaged over sampled rankings otherwise. An epsilon-greedy policy
 around a deterministic order is split by its definition,
 
@@ -90,15 +92,29 @@ def _ranking_value_block(key, scenario, policy, survival, contexts, num_samples)
     def sample(k):
         rankings = jax.vmap(lambda x: sample_ranking(jax.random.fold_in(k, x), policy, x[None])[0])(contexts)
         quality = _quality_stack(scenario, contexts, rankings)                       # [S, B, K]
-        return quality, _conditional_value(scenario, survival, scenario_quality(scenario, contexts, quality))
+        return quality, _conditional_value(scenario, survival, contexts, quality)
 
     quality, _ = sample(key)
     return monte_carlo(key, lambda k: sample(k)[1], num_samples), jnp.min(quality), jnp.max(quality)
 
 
-def _conditional_value(scenario: Scenario, survival, quality) -> jax.Array:
-    """Expected reward per signal given the ranking and the satiated quality (`scenario_quality`)
-    of its items (module docstring).  f32[S, B]."""
+def _conditional_value(scenario: Scenario, survival, contexts, quality) -> jax.Array:
+    """Expected reward per signal given the ranking (module docstring), from the quality of its
+    items f32[S, B, K] before satiation (`scenario_quality`).  f32[S, B].
+
+    Satiation by the items above does not depend on how far the user scrolls, so the reward at
+    rank i is S(i) q̃(i); satiation by the viewed neighbours or the viewed slate does, so the value
+    averages over the depth D (position-only views): Σ_d P(D = d) Σ_{i <= d} q̃_d(i), with
+    P(D = d) = S(d) − S(d + 1) and q̃_d the quality satiated by the ranks 1..d."""
+    if scenario.satiation > 0 and scenario.satiated_by != "above":
+        K = quality.shape[-1]
+        depth = jnp.arange(1, K + 1)
+        viewed = jnp.arange(K)[None, :] < depth[:, None]                                # [D, K]
+        at_depth = survival - jnp.concatenate([survival[1:], jnp.zeros_like(survival[:1])])
+        by_depth = jnp.broadcast_to(quality[:, :, None, :], (*quality.shape[:2], K, K))  # [S, B, D, K]
+        satiated = scenario_quality(scenario, contexts, by_depth, viewed)
+        return jnp.einsum("sbdk,dk,d->sb", satiated, viewed.astype(satiated.dtype), at_depth)
+    quality = scenario_quality(scenario, contexts, quality)
     reach = jnp.broadcast_to(survival, quality.shape[1:])
     if isinstance(scenario.view, Cascade):
         log_keep = jnp.log1p(-scenario.view.stop_probability * quality[scenario.view.stop_signal])

@@ -108,12 +108,16 @@ def _gumbel(words: jax.Array) -> jax.Array:
     return -jnp.log(-jnp.log(uniform))
 
 
-def _scaled_index(words: jax.Array, size: int) -> jax.Array:
-    """floor(w · size / 2^32) for size < 2^16, without 64-bit integers: uniform on 0..size-1 up
-    to a relative error below size / 2^32.  i32[...]."""
-    high = (words >> 16) * jnp.uint32(size)
-    low = ((words & 0xFFFF) * jnp.uint32(size)) >> 16
-    return ((high + low) >> 16).astype(jnp.int32)
+def _scaled_index(words: jax.Array, size) -> jax.Array:
+    """floor(w · size / 2^32) for size < 2^31, exactly and without 64-bit integers (the product of
+    16-bit halves, carried): uniform on 0..size-1 up to a relative error below size / 2^32.
+    size: an int or a u32/i32 array broadcast against words.  i32[...]."""
+    size = jnp.asarray(size).astype(jnp.uint32)
+    word_high, word_low = words >> 16, words & 0xFFFF
+    size_high, size_low = size >> 16, size & 0xFFFF
+    cross_a, cross_b = word_high * size_low, word_low * size_high          # each < 2^32
+    carry = (cross_a & 0xFFFF) + (cross_b & 0xFFFF) + ((word_low * size_low) >> 16)
+    return (word_high * size_high + (cross_a >> 16) + (cross_b >> 16) + (carry >> 16)).astype(jnp.int32)
 
 
 def uniform_prefix(key: jax.Array, num_rows: int, num_candidates: int, length: int) -> jax.Array:
@@ -121,9 +125,10 @@ def uniform_prefix(key: jax.Array, num_rows: int, num_candidates: int, length: i
     a partial Fisher–Yates shuffle (step i swaps position i with one uniform on i..k-1, from
     `random_words`), in the [k, rows] layout so that each step writes one row of contiguous
     memory — several times faster on a CPU than the top `length` of uniform noise. Needs
-    num_candidates < 2^16 (`_scaled_index`) and length <= num_candidates.  i32[num_rows, length]."""
-    if not length <= num_candidates < 2**16:
-        raise ValueError(f"uniform_prefix needs length <= num_candidates < 2^16, got length {length} and "
+    length <= num_candidates < 2^31 (`_scaled_index`); memory O(num_candidates · num_rows).
+    i32[num_rows, length]."""
+    if not length <= num_candidates < 2**31:
+        raise ValueError(f"uniform_prefix needs length <= num_candidates < 2^31, got length {length} and "
                          f"num_candidates {num_candidates}")
     words = random_words(key, (length, num_rows))
     positions = jnp.broadcast_to(jnp.arange(num_candidates, dtype=jnp.int32)[:, None], (num_candidates, num_rows))
@@ -187,13 +192,14 @@ def _alias_tables(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.rint(prob * 2.0**coin).astype(np.uint32), alias.astype(np.int32)
 
 
-def _num_draws(feed_length: int, num_candidates: int) -> int | None:
+def _num_draws(feed_length: int, num_candidates: int, weighted: bool = True) -> int | None:
     """Draws per session for sampling by first appearances (`_first_appearances`), or None when
     duplicates would be too frequent (then Gumbel-top-K is used): 1.5 K draws for feeds of up
     to 32 ranks from at least 4 K candidates; 48 draws, covering about the first 32 ranks, for
     longer feeds from at least 96 candidates, whose deeper sessions are then completed by
-    Gumbel-top-K (`_complete_short`). The alias coin needs fewer than 2^16 candidates."""
-    if num_candidates >= 2**16:
+    Gumbel-top-K (`_complete_short`). The alias coin of ``weighted`` draws needs fewer than 2^16
+    candidates; uniform draws (`_scaled_index`) fewer than 2^31."""
+    if num_candidates >= (2**16 if weighted else 2**31):
         return None
     if feed_length <= 32:
         return feed_length + (feed_length + 1) // 2 if 4 * feed_length <= num_candidates else None
@@ -298,7 +304,7 @@ def _draw_ranking(key, accept, alias, rows, num_candidates: int, feed_length: in
     Returns i32[N, K] candidate positions, -1 after the distinct draws of sessions that needed
     no completion."""
     k_draw, k_rest = jax.random.split(key)
-    words = random_words(k_draw, (_num_draws(feed_length, num_candidates), rows.shape[0]))
+    words = random_words(k_draw, (_num_draws(feed_length, num_candidates, accept is not None), rows.shape[0]))
     if accept is None:
         draws = _scaled_index(words, num_candidates)
     else:
@@ -353,7 +359,8 @@ def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int
     if isinstance(ranker, EpsilonGreedy):
         k_coin, k_uniform, k_base = jax.random.split(key, 3)
         explore = jax.random.uniform(k_coin, contexts.shape) < ranker.epsilon
-        if draws:
+        uniform_draws = _num_draws(feed_length, k, weighted=False)
+        if uniform_draws is not None and (need is not None or uniform_draws >= feed_length):
             positions = _draw_ranking(k_uniform, None, None, contexts, k, feed_length, need,
                                       lambda rows: jnp.zeros((rows.shape[0], k)))
             uniform = to_items(positions)

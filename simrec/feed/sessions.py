@@ -11,10 +11,14 @@ independently across signals and ranks. Only viewed items are logged.
 Scenario switches break the assumptions of KDD'24 on purpose:
 
 * a `Cascade` view model: a click on its stop signal ends the session with probability p (Asm. 2);
-* ``satiation`` β: the quality at rank i is ``q̃_s(i) = q_s(a_i) · prod_{j<i} (1 - β q_s(a_j))``, so a
-  reward depends on the items above it (Asm. 3); with ``satiated_contexts`` only the contexts
-  marked there satiate and the others keep the position-based model, a user behaviour that
-  depends on the context (Kiyohara et al., KDD'23);
+* ``satiation`` β: the quality at rank i is ``q̃_s(i) = q_s(a_i) · prod_{j in J(i)} (1 - β q_s(a_j))``,
+  so a reward depends on other items of the ranking (Asm. 3). ``satiated_by`` sets which:
+  ``"above"``, J(i) = {j < i} (the items above: a cascade-like behaviour); ``"neighbours"``,
+  J(i) = {i - 1, i + 1} ∩ viewed (the adjacent items the user sees); ``"slate"``, every other
+  viewed rank (the whole slate the user sees; the *standard* behaviour of Kiyohara et al., KDD'23).
+  The last two depend on how far the user scrolls, so they need a position-only view model (no
+  `Cascade`). With ``satiated_contexts`` only the contexts marked there satiate and the others keep
+  the position-based model, a user behaviour that depends on the context (Kiyohara et al., KDD'23);
 * ``fatigue`` φ: ``q̃_s(x, a) = q_s(x, a) · (1 - φ)^{n(x, a)}``, with n(x, a) the number of earlier
   sessions of user x in which a was viewed, a state carried across sessions (Asm. 1). Sessions
   are then simulated in rounds of ``round_size``; the state is updated between rounds, so two
@@ -41,13 +45,17 @@ from simrec.feed.policies import ItemFn, Policy, check_contexts, item_values, lo
 from simrec.feed.sampling import context_tables, random_words, sample_ranking, uniform_from_words
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
-__all__ = ["Scenario", "Log", "simulate", "logging_exposure_table", "satiated_quality", "scenario_quality",
+__all__ = ["Scenario", "SATIATED_BY", "Log", "simulate", "logging_exposure_table", "satiated_quality", "scenario_quality",
            "concatenate", "depth", "session_chunks"]
+
+
+#: which viewed items satiate a rank (`Scenario.satiated_by`)
+SATIATED_BY = ("above", "neighbours", "slate")
 
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["view", "quality", "activity", "satiated_contexts"],
-                   meta_fields=["signals", "satiation", "fatigue"])
+                   meta_fields=["signals", "satiation", "fatigue", "satiated_by"])
 @dataclass(frozen=True)
 class Scenario:
     """What the feed simulator needs to know about the world.
@@ -59,6 +67,8 @@ class Scenario:
     satiation: static β in [0, 1] (0 = off). fatigue: static φ in [0, 1] (0 = off).
     satiated_contexts: bool[X], the contexts that satiate (the others follow the position-based
     model), or None: every context does.
+    satiated_by: static, which viewed items satiate rank i, one of `SATIATED_BY`: "above" (ranks
+    j < i), "neighbours" (i ± 1) or "slate" (every other viewed rank; module docstring).
     """
     view: ViewModel
     quality: tuple
@@ -67,6 +77,7 @@ class Scenario:
     satiation: float = 0.0
     fatigue: float = 0.0
     satiated_contexts: jax.Array | None = None
+    satiated_by: str = "above"
 
     def __post_init__(self):
         if not isinstance(self.quality, tuple) or not self.quality or \
@@ -93,6 +104,11 @@ class Scenario:
                 raise ValueError("Scenario.activity must be a non-negative vector f32[X] summing to 1")
         validate.probability("Scenario.satiation", self.satiation)
         validate.probability("Scenario.fatigue", self.fatigue)
+        validate.choice("Scenario.satiated_by", self.satiated_by, SATIATED_BY)
+        if self.satiated_by != "above" and isinstance(self.view, Cascade):
+            raise ValueError(f"Scenario.satiated_by = {self.satiated_by!r} makes a reward depend on how far the user "
+                             f"scrolls, which a Cascade view model decides from the rewards: use satiated_by='above' "
+                             f"with a Cascade, or a position-only view model")
         if self.satiated_contexts is not None and validate.has_shape(self.satiated_contexts):
             validate.matrix_shape("Scenario.satiated_contexts", self.satiated_contexts,
                                   (int(np.shape(self.activity)[0]),))
@@ -155,25 +171,46 @@ def concatenate(logs) -> Log:
                signals=logs[0].signals)
 
 
-def satiated_quality(quality: jax.Array, satiation) -> jax.Array:
-    """``q̃_s(i) = q_s(i) · prod_{j<i} (1 - β q_s(j))`` along the last (rank) axis, in log space.
+def satiated_quality(quality: jax.Array, satiation, satiated_by: str = "above", viewed=None) -> jax.Array:
+    """``q̃_s(i) = q_s(i) · prod_{j in J(i)} (1 - β q_s(j))`` along the last (rank) axis, in log space,
+    with J(i) the ranks above i (``satiated_by="above"``), the viewed neighbours i ± 1
+    ("neighbours") or every other viewed rank ("slate"; module docstring).
 
-    quality: f32[..., K]. Returns f32[..., K]."""
+    quality: f32[..., K]. viewed: bool[..., K] (broadcast against quality; a prefix of ranks), needed
+    unless "above". Returns f32[..., K]."""
     log_keep = jnp.log1p(-satiation * quality)                  # -inf where β q = 1
-    before = jnp.cumsum(log_keep, axis=-1)[..., :-1]            # exclusive: ranks j < i
-    return quality * jnp.exp(jnp.concatenate([jnp.zeros_like(log_keep[..., :1]), before], axis=-1))
+    zero = jnp.zeros_like(log_keep[..., :1])
+
+    def exclusive_above(terms):                                 # Σ_{j < i} terms_j
+        return jnp.concatenate([zero, jnp.cumsum(terms, axis=-1)[..., :-1]], axis=-1)
+
+    if satiated_by == "above":
+        return quality * jnp.exp(exclusive_above(log_keep))
+    if viewed is None:
+        raise ValueError(f"satiated_quality: satiated_by={satiated_by!r} needs the viewed mask")
+    seen = jnp.where(viewed, log_keep, 0.0)
+    if satiated_by == "neighbours":
+        others = jnp.concatenate([zero, seen[..., :-1]], axis=-1) + jnp.concatenate([seen[..., 1:], zero], axis=-1)
+    elif satiated_by == "slate":
+        below = jnp.cumsum(seen[..., ::-1], axis=-1)[..., ::-1]                          # Σ_{j >= i}
+        others = exclusive_above(seen) + jnp.concatenate([below[..., 1:], zero], axis=-1)
+    else:
+        raise ValueError(f"satiated_by must be one of {SATIATED_BY}, got {satiated_by!r}")
+    return quality * jnp.exp(others)
 
 
-def scenario_quality(scenario: Scenario, contexts: jax.Array, quality: jax.Array) -> jax.Array:
+def scenario_quality(scenario: Scenario, contexts: jax.Array, quality: jax.Array, viewed=None) -> jax.Array:
     """The quality of ranked items after the scenario's satiation (`satiated_quality`), for the
     satiating contexts only when ``satiated_contexts`` marks them.  contexts: i32[B];
-    quality: f32[S, B, K] (signal, session, rank). Returns f32[S, B, K]."""
+    quality: f32[S, B, ..., K] (signal, session, ..., rank); viewed: bool broadcast against it, the
+    viewed ranks (needed unless ``satiated_by`` is "above"). Returns quality's shape."""
     if scenario.satiation <= 0:
         return quality
-    satiated = satiated_quality(quality, scenario.satiation)
+    satiated = satiated_quality(quality, scenario.satiation, scenario.satiated_by, viewed)
     if scenario.satiated_contexts is None:
         return satiated
-    return jnp.where(scenario.satiated_contexts[contexts][None, :, None], satiated, quality)
+    marked = scenario.satiated_contexts[contexts].reshape((1, -1) + (1,) * (quality.ndim - 2))
+    return jnp.where(marked, satiated, quality)
 
 
 def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, counts, size: int):
@@ -196,8 +233,8 @@ def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, coun
     depth_ = depth_from_uniform(uniform[1], scenario.view, K)
     shown = sample_ranking(k_rank, policy, users, tables, depth=depth_)
     items = jnp.maximum(shown, 0)                   # -1 (not sampled) only below the depth
-    quality = scenario_quality(scenario, users, jnp.stack([item_values(q, users, items)
-                                                          for q in scenario.quality]))  # [S, n, K]
+    quality = scenario_quality(scenario, users, jnp.stack([item_values(q, users, items) for q in scenario.quality]),
+                               jnp.arange(K)[None, None, :] < depth_[None, :, None])  # [S, n, K]
     if counts is not None:
         seen = lookup(counts, users[:, None], items)
         quality = quality * jnp.where(seen > 0, jnp.exp(seen * jnp.log1p(-scenario.fatigue)), 1.0)

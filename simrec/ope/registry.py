@@ -5,7 +5,7 @@ An estimator is one function with its formula and reference in its docstring (`s
 `simrec.ope.slate`) plus one `Estimator` entry here (`register`): its name, a label for tables,
 what it needs beyond the log (`LoggedData.discount` for an ideal, `LoggedData.predicted` and
 `Target.direct` for a reward model, `LoggedData.logging_prefix` and `Target.prefix` for the slate
-estimators, `Target.cascade_baseline` too for Cascade-DR, `LoggedData.cascade_sessions` too for
+estimators, `Target.cascade_baseline` too for Cascade-DR, `LoggedData.behaviours` too for
 AIPS, `LoggedData.logging_group_exposure` and `Target.group_exposure` for MIPS), the assumption under which it is
 unbiased, and a ``contributions`` function that turns (data, target, m) into per-trajectory
 contributions:
@@ -42,7 +42,7 @@ from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, group_exposure, ideal_dcg, logged_exposures,
                             trajectory_dcg, trajectory_dr, trajectory_mips, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
-from simrec.ope.slate import (_checked_cascade_sessions, choose_cascade_sessions, rank_normalisers, rank_rips,
+from simrec.ope.slate import (checked_behaviours, choose_behaviours, rank_normalisers, rank_rips,
                               ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
@@ -59,8 +59,9 @@ class LoggedData:
     predicted: f32[N, K] a reward model's q̂ of the logged items (doubly robust), or None;
     logging_prefix: f32[N, K] log π₀(s_1:k | x) of the logged ranking's prefixes
     (`simrec.feed.prefix_log_probability`; the slate estimators), or None;
-    cascade_sessions: bool[N] whether each session's context follows the cascade behaviour (its
-    reward at rank k depends on the items above) rather than the position-based one (AIPS), or None;
+    behaviours: int[N] each session's user behaviour, an index of `simrec.ope.AIPS_BEHAVIOURS`
+    (independent, cascade, neighbours, standard: which other items its reward at rank k depends
+    on; AIPS), or None;
     contexts: int[N] each session's context (AIPS's behaviour chosen from the log), or None;
     logging_group_exposure: f32[N, K] ε̄₀ of the logged items' groups (`simrec.ope.group_exposure`;
     MIPS), or None.
@@ -71,7 +72,7 @@ class LoggedData:
     discount: Any = None
     predicted: Any = None
     logging_prefix: Any = None
-    cascade_sessions: Any = None
+    behaviours: Any = None
     contexts: Any = None
     logging_group_exposure: Any = None
 
@@ -113,7 +114,7 @@ class Estimator:
     """A registered estimator (module docstring).
 
     needs: the optional inputs it reads, among those of the log (`LoggedData`: "discount",
-    "predicted", "logging_prefix", "cascade_sessions", "contexts", "logging_group_exposure") and of
+    "predicted", "logging_prefix", "behaviours", "contexts", "logging_group_exposure") and of
     a target (`Target`: "direct", "prefix", "cascade_baseline", "group_exposure").
     online_scale: whether it estimates the policy's online value itself (DCG, SN-DCG, DR), so that its
     difference between two policies estimates their online difference; False for a normalised metric
@@ -137,7 +138,7 @@ class Estimator:
 
 
 #: optional inputs of LoggedData
-_DATA_INPUTS = ("discount", "predicted", "logging_prefix", "cascade_sessions", "contexts", "logging_group_exposure")
+_DATA_INPUTS = ("discount", "predicted", "logging_prefix", "behaviours", "contexts", "logging_group_exposure")
 _TARGET_INPUTS = ("direct", "prefix", "cascade_baseline", "group_exposure")       # optional inputs of Target
 
 
@@ -182,7 +183,7 @@ class OnLog:
 
 def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
              reward_models: Mapping[str, Any] | None = None, slates: bool = False,
-             cascade_contexts=None, item_groups=None) -> OnLog:
+             context_behaviours=None, item_groups=None) -> OnLog:
     """The estimators' inputs on one log of the first of ``policies`` (the logger): each policy's
     exact exposure table over the log's distinct contexts (`simrec.feed.exposure` under ``view``),
     its exposures of the logged items (`logged_exposures`), the view model's discount for the nDCG
@@ -193,10 +194,9 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
     policies on deterministic generators), so that the slate estimators (RIPS, SIPS) apply, and with
     a reward model too each policy's mean of q̂ at every rank after the logged prefix
     (`simrec.feed.next_item_mean`), so that Cascade-DR applies. With ``slates`` and
-    ``cascade_contexts`` (bool[X] over the scenario's contexts: True where the reward at a rank
-    depends on the items above, e.g. `simrec.feed.Scenario.satiated_contexts`), each session's
-    behaviour, so that AIPS applies. With ``item_groups`` (int[A]: each item's group, e.g. a
-    category or an embedding's cluster), every policy's group exposures of the logged items
+    ``context_behaviours`` (int[X] over the scenario's contexts: each context's user behaviour, an
+    index or name of `simrec.ope.AIPS_BEHAVIOURS`), each session's behaviour, so that AIPS applies.
+    With ``item_groups`` (int[A]: each item's group, e.g. a category or an embedding's cluster), every policy's group exposures of the logged items
     (`group_exposure`), so that MIPS applies."""
     names = list(policies)
     if not names:
@@ -206,16 +206,15 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
         raise ValueError(f"slates=True needs prefix probabilities in closed form, which {', '.join(lacking)} lack "
                          f"(a RandomSubset generator draws its candidates); use a FixedCandidates or TopK generator")
     contexts, rows = np.unique(np.asarray(log.users), return_inverse=True)
-    cascade_sessions = None
-    if cascade_contexts is not None and not slates:
-        raise ValueError("cascade_contexts is AIPS's behaviour per context, and AIPS needs the slate inputs: pass "
+    behaviours = None
+    if context_behaviours is not None and not slates:
+        raise ValueError("context_behaviours is AIPS's behaviour per context, and AIPS needs the slate inputs: pass "
                          "slates=True too")
-    if cascade_contexts is not None:
-        cascade_contexts = np.asarray(cascade_contexts)
-        if cascade_contexts.dtype != np.bool_ or cascade_contexts.ndim != 1 or cascade_contexts.size <= contexts[-1]:
-            raise ValueError(f"cascade_contexts must be a bool vector over the scenario's contexts (at least "
-                             f"{int(contexts[-1]) + 1}), got {cascade_contexts.dtype} {list(cascade_contexts.shape)}")
-        cascade_sessions = cascade_contexts[np.asarray(log.users)]
+    if context_behaviours is not None:
+        if np.ndim(context_behaviours) != 1 or np.size(context_behaviours) <= contexts[-1]:
+            raise ValueError(f"context_behaviours must be a vector over the scenario's contexts (at least "
+                             f"{int(contexts[-1]) + 1}), got shape {list(np.shape(context_behaviours))}")
+        behaviours = checked_behaviours(context_behaviours, np.size(context_behaviours))[np.asarray(log.users)]
     tables = {name: feed.exposure(None, policy, view, contexts).mean for name, policy in policies.items()}
     exposures = {name: logged_exposures(log, table, contexts) for name, table in tables.items()}
     grouped = ({name: logged_exposures(log, group_exposure(table, item_groups), contexts)
@@ -237,7 +236,7 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
                 baselines = {name: feed.next_item_mean(policy, np.asarray(log.users), np.asarray(log.items),
                                                        per_context) for name, policy in policies.items()}
         data[signal] = LoggedData(log.rewards[s], log.viewed, exposures[names[0]], discount, predicted,
-                                  prefixes[names[0]], cascade_sessions, np.asarray(log.users), grouped[names[0]])
+                                  prefixes[names[0]], behaviours, np.asarray(log.users), grouped[names[0]])
         targets[signal] = {name: Target(exposures[name], direct[name], prefixes[name], baselines[name], grouped[name])
                            for name in names}
     return OnLog(data, targets, tables, np.asarray(rows))
@@ -347,29 +346,36 @@ def _sips_beta(data, target, m, options, cache) -> Contribution:
                         control=_ranking_weights(data, target, m, cache) - 1.0)
 
 
-def _aips_mix(cascade_sessions: np.ndarray, data, target, m, options, cache) -> Contribution:
-    """AIPS's contribution (`trajectory_aips` on the cached DCG and RIPS contributions): RIPS's on
-    the sessions whose behaviour is cascade (bool[N]), DCG's on the others."""
-    return Contribution(np.where(cascade_sessions[None, :], _rips(data, target, m, options, cache).numerator,
-                                 _dcg(data, target, m, options, cache).numerator))
+def _aips_parts(data, target, m, options, cache) -> np.ndarray:
+    """Every behaviour's per-trajectory estimate (`trajectory_aips`'s parts: DCG, RIPS, RIPS with
+    lookahead 1, SIPS), f64[B, M, N], on the cached DCG, RIPS and SIPS contributions."""
+    key = ("aips parts", id(target))
+    if key not in cache:
+        cache[key] = np.stack([_dcg(data, target, m, options, cache).numerator,
+                               _rips(data, target, m, options, cache).numerator,
+                               _f64(trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m,
+                                                    lookahead=1)),
+                               _sips(data, target, m, options, cache).numerator])
+    return cache[key]
+
+
+def _aips_mix(behaviours: np.ndarray, data, target, m, options, cache) -> Contribution:
+    """AIPS's contribution: each session's behaviour's estimate (int[N] indices of AIPS_BEHAVIOURS)."""
+    return Contribution(np.take_along_axis(_aips_parts(data, target, m, options, cache),
+                                           behaviours[None, None, :], axis=0)[0])
 
 
 def _aips(data, target, m, options, cache) -> Contribution:
-    return _aips_mix(_checked_cascade_sessions(data.cascade_sessions, np.shape(data.viewed)[0]),
-                     data, target, m, options, cache)
+    return _aips_mix(checked_behaviours(data.behaviours, np.shape(data.viewed)[0]), data, target, m, options, cache)
 
 
 def _aips_chosen(data, target, m, options, cache) -> Contribution:
     key = ("aips behaviour", id(target))
     if key not in cache:
         unclipped = np.flatnonzero(np.isinf(clip_values(m)[0]))        # the choice compares m = ∞ estimates
-        if unclipped.size:
-            at_inf = (_dcg(data, target, m, options, cache).numerator[unclipped[0]],
-                      _rips(data, target, m, options, cache).numerator[unclipped[0]])
-        else:
-            at_inf = (trajectory_dcg(data.rewards, data.logging_exposure, target.exposure, data.viewed, np.inf),
-                      trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, np.inf))
-        cache[key] = choose_cascade_sessions(data.contexts, *at_inf, z=options.get("aips_z", 2.0))
+        at_inf = (_aips_parts(data, target, m, options, cache)[:, unclipped[0]] if unclipped.size
+                  else _aips_parts(data, target, np.array([np.inf]), options, {})[:, 0])
+        cache[key] = choose_behaviours(data.contexts, at_inf, z=options.get("aips_z", 2.0))
     return _aips_mix(cache[key], data, target, m, options, cache)
 
 
@@ -436,16 +442,18 @@ register(Estimator("cascade_dr", "Cascade-DR", _cascade_dr, _SLATE | {"predicted
                    assumption="as RIPS (whether rank k is viewed may depend on the items above it, not on the item "
                               "at k), for any reward model at m = ∞; a good reward model lowers the variance",
                    reference="Kiyohara et al. WSDM'22 Eq. 6, with the Q-function of rank k alone"))
-register(Estimator("aips", "AIPS (true behaviour)", _aips, _SLATE | {"cascade_sessions"},
-                   assumption="each session follows its context's known behaviour: position-based (DCG's weight) "
-                              "or cascade (RIPS's prefix weight); unbiased at m = ∞, usually with a smaller variance "
-                              "than RIPS's",
+register(Estimator("aips", "AIPS (true behaviour)", _aips, _SLATE | {"behaviours"},
+                   assumption="each session follows its context's known behaviour: independent (DCG's weight), "
+                              "cascade (RIPS's prefix weight), neighbours (the prefix down to k + 1) or standard "
+                              "(SIPS's whole-prefix weight); unbiased at m = ∞, usually with a smaller variance than "
+                              "the widest weight's",
                    reference="Kiyohara et al. KDD'23 Eq. 5, with the behaviour known (the true user behaviour "
                              "model)"))
 register(Estimator("aips_chosen", "AIPS (behaviour from the log)", _aips_chosen, _SLATE | {"contexts"},
-                   assumption="as AIPS, with each context's behaviour chosen from the log (`choose_cascade_sessions`: "
-                              "position-based where DCG and RIPS agree within 2 SE on its sessions, cross-fitted); "
-                              "a cascading context kept position-based leaves DCG's bias on its sessions",
+                   assumption="as AIPS, with each context's behaviour chosen from the log (`choose_behaviours`: the "
+                              "narrowest behaviour whose estimate agrees within 2 SE with every wider one on its "
+                              "sessions, cross-fitted); a context kept narrower than its behaviour leaves that "
+                              "estimator's bias on its sessions",
                    reference="Kiyohara et al. KDD'23 §5 (there by an estimated MSE over a tree of context features)",
                    pooled=True))
 
@@ -546,7 +554,7 @@ def compare(data: LoggedData, targets: Mapping[str, Target], m, *, estimators: s
 
     options: estimator options, e.g. ``zero_ideal`` ("zero" or "skip": nDCG of a session without
     an ideal), ``target_views`` (SN-DCG's T; the logged mean views by default) and ``aips_z``
-    (the z of `choose_cascade_sessions`, 2 by default)."""
+    (the z of `choose_behaviours`, 2 by default)."""
     if baseline is not None and baseline not in targets:
         raise ValueError(f"baseline {baseline!r} is not one of the targets {list(targets)}")
     import pandas as pd
@@ -567,7 +575,7 @@ def subset(data: LoggedData, targets: Mapping[str, Target], rows) -> tuple[Logge
     def cut(a):
         return None if a is None else np.asarray(a)[rows]
     sliced = LoggedData(cut(data.rewards), cut(data.viewed), cut(data.logging_exposure), data.discount,
-                        cut(data.predicted), cut(data.logging_prefix), cut(data.cascade_sessions), cut(data.contexts),
+                        cut(data.predicted), cut(data.logging_prefix), cut(data.behaviours), cut(data.contexts),
                         cut(data.logging_group_exposure))
     if np.shape(sliced.viewed)[0] == 0:
         raise ValueError("rows selects no trajectory")

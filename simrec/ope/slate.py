@@ -45,24 +45,29 @@ of the logged prefix:
   adds the target's expected later rewards, which telescope only when every logged rank is viewed
   (no position-based skips). A q̂ close to the truth shrinks the variance below RIPS's.
 
-* AIPS with a context-dependent behaviour (adaptive IPS; Kiyohara et al., KDD'23 Eq. 5) for two
-  behaviours, known per context: where the reward at rank k depends on the item there alone
-  (position-based, AIPS's action set Φ_k = {k}) the item's exposure ratio, DCG's weight; where it
-  depends on the items above (cascade, Φ_k = {1..k}) the prefix weight, RIPS's:
+* AIPS with a context-dependent behaviour (adaptive IPS; Kiyohara et al., KDD'23 Eq. 5), known per
+  session among `AIPS_BEHAVIOURS`, each with the action set Φ_k that the reward at rank k may
+  depend on and its weight: ``independent`` (Φ_k = {k}: the item's exposure ratio, DCG's weight),
+  ``cascade`` (the items above, {1..k}: the prefix weight w_τ,k, RIPS's), ``neighbours`` (the
+  adjacent items k ± 1, covered by the prefix {1..k+1}: w_τ,min(k+1,D_τ)) and ``standard`` (the
+  whole viewed slate: w_τ,D_τ, SIPS's):
 
-      AIPS_τ(m) = DCG_τ(m) if τ is position-based,  RIPS_τ(m) if τ is a cascade session,
+      AIPS_τ(m) = Σ_{k viewed} c_τ,k · min(m, w_τ(Φ_k(b_τ))),
 
-  unbiased at m = ∞ when each session follows its context's behaviour. The position-based
-  sessions get weights of one item instead of a whole prefix, which usually lowers the variance
-  below RIPS's on every session (Kiyohara et al., KDD'23 §4 prove it for the position-wise
-  marginal; DCG's exposure ratio marginalises over the ranks as well). It equals DCG when no
-  session cascades and RIPS when all do. When the behaviours are unknown, `choose_cascade_sessions`
-  picks one per context from the log: DCG and RIPS estimate the same value where the context is
-  position-based, so the position-based behaviour is kept where their paired difference on that
-  context's sessions is within z standard errors of 0, and cascade is chosen where it is not
-  (a Lepski-type rule per context; Kiyohara et al., KDD'23 §5 choose by an estimated MSE over a
-  tree of context features instead). Cross-fitting: the sessions of fold f get the choice made on
-  the other folds, so no session's choice depends on its own reward.
+  i.e. DCG_τ, RIPS_τ, RIPS_τ with lookahead 1 (`trajectory_rips`) or SIPS_τ for a session of
+  behaviour b_τ; unbiased at m = ∞ when each session follows its behaviour. A weight over fewer
+  items usually has a smaller variance (Kiyohara et al., KDD'23 §4 prove it for the position-wise
+  marginal; DCG's exposure ratio marginalises over the ranks as well). Under the neighbours
+  behaviour the exact action set {k-1, k, k+1} would need the marginal probability of three ranks,
+  which a Plackett–Luce logger has in closed form only by summing over the ranks above; the prefix
+  {1..k+1} contains it, so the estimator stays unbiased at a higher variance. AIPS is DCG when every
+  session is independent, RIPS when all cascade and SIPS when all are standard. When the behaviours
+  are unknown, `choose_behaviours` picks one per context from the log: each behaviour's estimator is
+  unbiased under it and under every behaviour listed before it, so the first behaviour whose
+  estimate agrees, on that context's sessions, with every later one (paired difference within z
+  standard errors of 0) is chosen (a Lepski-type rule per context; Kiyohara et al., KDD'23 §5 choose
+  by an estimated MSE over a tree of context features instead). Cross-fitting: the sessions of
+  fold f get the choice made on the other folds, so no session's choice depends on its own reward.
 
 All need the logger to give every prefix the target can show a positive probability. The
 weights are computed in float32 from the log-probabilities; a weight beyond float32's range at
@@ -77,7 +82,11 @@ import numpy as np
 from simrec.ope.dcg import clip_values, trajectory_dcg
 
 __all__ = ["trajectory_rips", "rank_rips", "rank_normalisers", "trajectory_sips", "trajectory_cascade_dr",
-           "trajectory_aips", "choose_cascade_sessions", "prefix_weights", "ranking_weight"]
+           "trajectory_aips", "AIPS_BEHAVIOURS", "choose_behaviours", "prefix_weights", "ranking_weight"]
+
+#: AIPS's user behaviours, from the narrowest action set to the widest (module docstring); a
+#: session's behaviour is its index here
+AIPS_BEHAVIOURS = ("independent", "cascade", "neighbours", "standard")
 
 
 def _checked(rewards, viewed, logging_prefix, target_prefix):
@@ -188,15 +197,31 @@ def _finite(values, name: str):
     return values
 
 
-def trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m=np.inf) -> jax.Array:
+def _looking_ahead(prefix, lookahead: int):
+    """The prefixes' columns moved ``lookahead`` ranks on: column k holds log π(s_1:min(k+1+L, D)),
+    the logged prefix's value where it is shorter.  f32[N, K]."""
+    if lookahead == 0:
+        return prefix
+    columns = np.minimum(np.arange(prefix.shape[1]) + lookahead, prefix.shape[1] - 1)
+    return prefix[:, columns]
+
+
+def trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m=np.inf, *, lookahead: int = 0) -> jax.Array:
     """Per-trajectory RIPS (module docstring):  RIPS_τ(m) = Σ_{k viewed} c_τ,k · min(m, w_τ,k).
 
     rewards: f32[N, K] (or bool) labels c. viewed: bool[N, K]. logging_prefix, target_prefix:
     f32[N, K] log π₀(s_1:k | x), log π(s_1:k | x) of the logged prefixes
     (`simrec.feed.prefix_log_probability`). m: a number >= 1 (inf = unclipped) or a vector
-    f32[M]. Returns f32[N], or f32[M, N] for a vector m."""
+    f32[M]. lookahead L >= 0: weigh rank k by the prefix down to rank k + L instead,
+    w_τ,min(k+L,D_τ), unbiased when the reward at rank k depends on the items down to k + L (AIPS's
+    neighbours behaviour at L = 1; L >= K − 1 gives SIPS). Returns f32[N], or f32[M, N] for a vector m."""
     m_vec, scalar = clip_values(m)
-    values = _finite(_rips(*_checked(rewards, viewed, logging_prefix, target_prefix), m_vec), "RIPS")
+    if not (isinstance(lookahead, (int, np.integer)) and lookahead >= 0):
+        raise ValueError(f"lookahead must be an integer >= 0 (ranks below k whose items the reward at k may "
+                         f"depend on), got {lookahead!r}")
+    rewards, viewed, logging_prefix, target_prefix = _checked(rewards, viewed, logging_prefix, target_prefix)
+    values = _finite(_rips(rewards, viewed, _looking_ahead(logging_prefix, int(lookahead)),
+                           _looking_ahead(target_prefix, int(lookahead)), m_vec), "RIPS")
     return values[0] if scalar else values
 
 
@@ -264,61 +289,81 @@ def trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, predic
 
 
 def trajectory_aips(rewards, viewed, logging_exposure, target_exposure, logging_prefix, target_prefix,
-                    cascade_sessions, m=np.inf) -> jax.Array:
+                    behaviours, m=np.inf) -> jax.Array:
     """Per-trajectory AIPS with the behaviour known per session (module docstring):
-    AIPS_τ(m) = RIPS_τ(m) where cascade_sessions[τ], else DCG_τ(m).
+    AIPS_τ(m) = DCG_τ(m), RIPS_τ(m), RIPS_τ(m) with lookahead 1 or SIPS_τ(m) for a session whose
+    behaviour is independent, cascade, neighbours or standard.
 
     logging_exposure, target_exposure: f32[N, K] ε₀, ε of the logged items (`trajectory_dcg`);
-    cascade_sessions: bool[N], whether the session's context follows the cascade behaviour (its
-    reward at rank k depends on the items at ranks 1..k) rather than the position-based one.
-    Other arguments and returns as `trajectory_rips`."""
-    cascade_sessions = _checked_cascade_sessions(cascade_sessions, np.shape(viewed)[0])
-    independent = trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m)
-    cascade = trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m)
-    return jnp.where(jnp.asarray(cascade_sessions), cascade, independent)
+    behaviours: int[N], each session's behaviour as an index of `AIPS_BEHAVIOURS`. Other arguments
+    and returns as `trajectory_rips`."""
+    behaviours = checked_behaviours(behaviours, np.shape(viewed)[0])
+    m_vec, scalar = clip_values(m)
+    lookaheads = (0, 1, max(np.shape(viewed)[1] - 1, 0))                 # cascade, neighbours, standard (SIPS)
+    values = jnp.stack([trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m_vec)]
+                       + [trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m_vec, lookahead=lookahead)
+                          for lookahead in lookaheads])                                       # [B, M, N]
+    chosen = jnp.take_along_axis(values, jnp.asarray(behaviours)[None, None, :], axis=0)[0]
+    return chosen[0] if scalar else chosen
 
 
-def _checked_cascade_sessions(cascade_sessions, num_trajectories: int) -> np.ndarray:
-    """``cascade_sessions`` as bool[N] (AIPS's behaviour per trajectory), or ValueError naming it."""
-    cascade_sessions = np.asarray(cascade_sessions)
-    if cascade_sessions.shape != (num_trajectories,) or cascade_sessions.dtype != np.bool_:
-        raise ValueError(f"cascade_sessions must be a bool vector with one entry per trajectory "
-                         f"[N] = [{num_trajectories}], got {cascade_sessions.dtype} {list(cascade_sessions.shape)}")
-    return cascade_sessions
+def checked_behaviours(behaviours, num_trajectories: int) -> np.ndarray:
+    """``behaviours`` as int[N] indices of `AIPS_BEHAVIOURS` (AIPS's behaviour per trajectory; names
+    are mapped to their index), or ValueError naming the argument."""
+    behaviours = np.asarray(behaviours)
+    if behaviours.dtype.kind in "US":
+        unknown = sorted(set(behaviours.ravel().tolist()) - set(AIPS_BEHAVIOURS))
+        if unknown:
+            raise ValueError(f"behaviours must be names of {AIPS_BEHAVIOURS}, got {unknown}")
+        behaviours = np.vectorize(AIPS_BEHAVIOURS.index, otypes=[np.int64])(behaviours)
+    if behaviours.shape != (num_trajectories,) or not np.issubdtype(behaviours.dtype, np.integer) \
+            or (behaviours.size and (behaviours.min() < 0 or behaviours.max() >= len(AIPS_BEHAVIOURS))):
+        raise ValueError(f"behaviours must be one entry per trajectory [N] = [{num_trajectories}] of AIPS_BEHAVIOURS "
+                         f"{AIPS_BEHAVIOURS} (names or indices 0..{len(AIPS_BEHAVIOURS) - 1}), got "
+                         f"{behaviours.dtype} {list(behaviours.shape)}")
+    return behaviours.astype(np.int64)
 
 
-def choose_cascade_sessions(contexts, independent, cascade, *, z: float = 2.0, folds: int = 2) -> np.ndarray:
-    """AIPS's behaviour per session, chosen from the log (module docstring): True (cascade) unless
-    the paired difference d_τ = independent_τ − cascade_τ on the other folds' sessions of the same
-    context has |mean d| <= z · SE(mean d) (position-based: the two agree); cascade, the choice that
-    is unbiased under both behaviours, for a context with fewer than two such sessions.
+def choose_behaviours(contexts, estimates, *, z: float = 2.0, folds: int = 2) -> np.ndarray:
+    """AIPS's behaviour per session, chosen from the log (module docstring): per context, the first
+    behaviour b of `AIPS_BEHAVIOURS` such that for every later b' the paired difference
+    d_τ = estimates[b, τ] − estimates[b', τ] on the other folds' sessions of that context has
+    |mean d| <= z · SE(mean d); the last (standard, unbiased under all four) for a context with fewer
+    than two such sessions.
 
-    contexts: int[N] each session's context; independent, cascade: f[N] per-trajectory DCG_τ and
-    RIPS_τ at m = ∞ (`trajectory_dcg`, `trajectory_rips`); sessions are in fold τ mod `folds`.
-    Returns bool[N] (`trajectory_aips`'s cascade_sessions)."""
+    contexts: int[N] each session's context; estimates: f[B, N], the per-trajectory estimate at
+    m = ∞ under each behaviour (DCG_τ, RIPS_τ, RIPS_τ with lookahead 1, SIPS_τ: `trajectory_aips`'s
+    parts), B = len(AIPS_BEHAVIOURS) or fewer (then the choice is among the first B); sessions are
+    in fold τ mod `folds`. Returns int[N] (`trajectory_aips`'s behaviours)."""
     contexts = np.asarray(contexts)
-    difference = np.asarray(independent, np.float64) - np.asarray(cascade, np.float64)
+    estimates = np.asarray(estimates, np.float64)
     if contexts.ndim != 1 or not np.issubdtype(contexts.dtype, np.integer) or contexts.size == 0 \
-            or contexts.min() < 0 or difference.shape != contexts.shape:
-        raise ValueError(f"contexts must be non-negative integers [N] and independent, cascade the per-trajectory "
-                         f"estimates [N]; got shapes {list(contexts.shape)}, {list(np.shape(independent))}, "
-                         f"{list(np.shape(cascade))}")
-    if not np.all(np.isfinite(difference)):
-        raise ValueError("independent and cascade must be finite (DCG_τ and RIPS_τ at m = inf)")
+            or contexts.min() < 0 or estimates.ndim != 2 or estimates.shape[1] != contexts.size \
+            or not 1 <= estimates.shape[0] <= len(AIPS_BEHAVIOURS):
+        raise ValueError(f"contexts must be non-negative integers [N] and estimates the per-trajectory estimates "
+                         f"[B, N] under B <= {len(AIPS_BEHAVIOURS)} behaviours; got shapes {list(contexts.shape)}, "
+                         f"{list(estimates.shape)}")
+    if not np.all(np.isfinite(estimates)):
+        raise ValueError("estimates must be finite (each behaviour's per-trajectory estimate at m = inf)")
     if not (isinstance(folds, int) and folds >= 2) or not (np.isfinite(z) and z >= 0):
         raise ValueError(f"folds must be an integer >= 2 and z a finite number >= 0, got {folds!r}, {z!r}")
-    size = int(contexts.max()) + 1
+    size, last = int(contexts.max()) + 1, estimates.shape[0] - 1
     fold = np.arange(contexts.size) % folds
-    chosen = np.ones(contexts.size, bool)
+    chosen = np.full(contexts.size, last)
     for f in range(folds):
         rest = fold != f
         count = np.bincount(contexts[rest], minlength=size).astype(np.float64)
-        total = np.bincount(contexts[rest], difference[rest], minlength=size)
-        squares = np.bincount(contexts[rest], difference[rest] ** 2, minlength=size)
-        enough = count >= 2
-        mean = np.divide(total, count, out=np.zeros(size), where=count > 0)
-        variance = np.divide(squares - count * mean ** 2, count - 1, out=np.zeros(size), where=enough)
-        se = np.sqrt(np.maximum(variance, 0.0) / np.maximum(count, 1.0))
-        position_based = enough & (np.abs(mean) <= z * se)
-        chosen[fold == f] = ~position_based[contexts[fold == f]]
+        agrees = np.ones((last + 1, size), bool)                  # [b, context]: b agrees with every later b'
+        for b in range(last):
+            for later in range(b + 1, last + 1):
+                difference = estimates[b, rest] - estimates[later, rest]
+                total = np.bincount(contexts[rest], difference, minlength=size)
+                squares = np.bincount(contexts[rest], difference ** 2, minlength=size)
+                mean = np.divide(total, count, out=np.zeros(size), where=count > 0)
+                variance = np.divide(squares - count * mean ** 2, count - 1, out=np.zeros(size), where=count >= 2)
+                se = np.sqrt(np.maximum(variance, 0.0) / np.maximum(count, 1.0))
+                agrees[b] &= np.abs(mean) <= z * se
+        agrees[:, count < 2] = False
+        agrees[last] = True
+        chosen[fold == f] = np.argmax(agrees, axis=0)[contexts[fold == f]]
     return chosen

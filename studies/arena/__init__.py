@@ -10,7 +10,7 @@ score (sd `target_noise`). Two loggers, each at its exploration levels: Plackett
 logger's scores at temperature T (``plackett_luce``, T in `temperatures`) and ε-greedy around the
 logger's sorted order (``epsilon_greedy``, ε in `epsilons`: with probability ε a uniformly random
 order of the A items). The user scrolls with an exponential view model (γ = `view_decay`) and
-clicks item a with probability q(x, a) under one of four behaviours:
+clicks item a with probability q(x, a) under one of six behaviours:
 
 * ``position_based``: nothing else (KDD'24 Asm. 2–3 hold);
 * ``click_stops``: a click ends the session with probability `interaction` (a cascade: whether
@@ -19,7 +19,12 @@ clicks item a with probability q(x, a) under one of four behaviours:
   `interaction` (the reward depends on the items above);
 * ``mixed``: a user behaviour that depends on the context (Kiyohara et al., KDD'23): the first
   `satiated_share` of the users satiate as above, the others are position-based
-  (`simrec.feed.Scenario.satiated_contexts`; users are exchangeable, so which ones is immaterial).
+  (`simrec.feed.Scenario.satiated_contexts`; users are exchangeable, so which ones is immaterial);
+* ``neighbours``: the click probability at rank k is q(x, s_k) ∏_j (1 − β q(x, s_j)) over the viewed
+  neighbours j = k ± 1 (the reward depends on the item below as well: RIPS's assumption fails);
+* ``slate``: the same product over every other viewed rank (the reward depends on the whole viewed
+  slate, the *standard* behaviour of Kiyohara et al., KDD'23: only SIPS's weight is unbiased)
+  (`simrec.feed.Scenario.satiated_by`).
 
 The target sorts by its score (deterministic, as a deployed ranker), so its online value is exact
 under every behaviour (`simrec.feed.online_value`); so is that of its *rival*, a second target
@@ -40,11 +45,13 @@ groups). The direct effect e (in `direct_effects`) dials it: each item's terms a
 group's mean plus e times its deviation (the groups and every draw kept), so that at e = 0 the
 reward depends on the item only through its group and MIPS is unbiased, and at e = 1 the items
 are as drawn. AIPS (true behaviour) is
-given every user's behaviour (position-based or cascade: where the reward depends on the items
-above, i.e. under click-stops, satiation and for the satiating users of ``mixed``), so it is DCG
-under ``position_based`` and RIPS under ``click_stops`` and ``satiation``, and differs from both
-only under ``mixed``; AIPS (behaviour from the log) chooses each user's behaviour from the log
-(`simrec.ope.choose_cascade_sessions`). The reward model q̂(a) of DR and
+given every user's behaviour (`compute.AIPS_BEHAVIOUR`: independent under ``position_based``,
+cascade where the reward depends on the items above, i.e. under click-stops, satiation and for the
+satiating users of ``mixed``, neighbours under ``neighbours`` and standard under ``slate``), so it
+is DCG under ``position_based``, RIPS under ``click_stops`` and ``satiation``, RIPS looking one
+rank ahead under ``neighbours`` and SIPS under ``slate``, and a mix only under ``mixed``; AIPS
+(behaviour from the log) chooses each user's behaviour among the four from the log
+(`simrec.ope.choose_behaviours`). The reward model q̂(a) of DR and
 Cascade-DR is each item's click rate per view on a separate pilot log of the logger
 (`pilot_sessions`), shrunk to the overall rate by `prior_views` pseudo-views
 (`ope.click_rate_model`). A cell is (behaviour, catalogue, group size, direct effect, logger,
@@ -83,7 +90,7 @@ from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec_studies.common.configs import checked
 
-BEHAVIOURS = ("position_based", "click_stops", "satiation", "mixed")
+BEHAVIOURS = ("position_based", "click_stops", "satiation", "mixed", "neighbours", "slate")
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ class ArenaConfig:
     feed_length: int = 5                              # K
     m: tuple[float, ...] = (2.0, 10.0, 100.0, math.inf)  # clipping values of every estimator
     view_decay: float = 0.8                           # exponential view model: P(V | rank k) = γ^(k−1)
-    interaction: float = 0.5                          # click-stop probability / satiation β
+    interaction: float = 0.5                          # click-stop probability / satiation β (all satiations)
     satiated_share: float = 0.5                       # ``mixed``: the share of the users that satiate
     logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit
     target_noise: float = 0.3                         # sd of the target's score noise
@@ -172,7 +179,7 @@ class ArenaConfig:
 
 
 PRESETS = {
-    "smoke": ArenaConfig(behaviours=("position_based", "mixed"), catalogues=(6, 20), temperatures=(1.0,),
+    "smoke": ArenaConfig(behaviours=("position_based", "mixed", "slate"), catalogues=(6, 20), temperatures=(1.0,),
                          group_sizes=(3,), epsilons=(0.3,),
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
@@ -216,10 +223,9 @@ STUDY = Study(
     name="arena",
     description="Every registered off-policy estimator of a ranking policy's online reward (DCG/IIPS, "
                 "SN-DCG, β-DCG, DR, MIPS over item groups, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS "
-                "with the behaviour known "
-                "and chosen from the log) scored against the truth "
-                "by relative MSE of the value and of a pair's difference, and by the sign test's power, per user "
-                "behaviour (position-based, click-stops, satiation, mixed), log size, catalogue size and logger "
-                "(Plackett–Luce, ε-greedy) and its exploration",
+                "with the behaviour known and chosen from the log) scored against the truth by relative MSE of "
+                "the value and of a pair's difference, and by the sign test's power, per user behaviour "
+                "(position-based, click-stops, satiation, mixed, neighbours, whole slate), log size, catalogue "
+                "size and logger (Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 180, "paper": 4800, "mips": 120, "pl_target": 150, "scale": 240})
+    expected_seconds={"smoke": 45, "default": 270, "paper": 4800, "mips": 120, "pl_target": 150, "scale": 240})

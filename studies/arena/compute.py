@@ -60,12 +60,16 @@ class Shared:
 
 def item_groups(key, features: np.ndarray, groups: int, iterations: int = 50) -> np.ndarray:
     """Lloyd's k-means of the items' features f[A, d] into ``groups`` clusters, started at
-    ``groups`` distinct items drawn with ``key`` (a cluster that empties keeps its centre).
-    Returns int[A], each item's cluster."""
+    ``groups`` distinct items drawn with ``key`` (a cluster that empties keeps its centre); the
+    distances in blocks of items, memory O(2^22). Returns int[A], each item's cluster."""
     features = np.asarray(features, np.float64)
     centres = features[np.asarray(jax.random.choice(key, features.shape[0], (groups,), replace=False))]
+    block = max(1, 2**22 // groups)                                   # items per block of distances [block, groups]
     for _ in range(iterations):
-        labels = np.argmin(((features[:, None, :] - centres[None]) ** 2).sum(-1), axis=1)
+        # ‖f − c‖² up to the item's own ‖f‖², which does not move its nearest centre
+        offsets = (centres ** 2).sum(-1)[None, :]
+        labels = np.concatenate([np.argmin(offsets - 2.0 * features[start:start + block] @ centres.T, axis=1)
+                                 for start in range(0, features.shape[0], block)])
         sums, sizes = np.zeros_like(centres), np.bincount(labels, minlength=groups)
         np.add.at(sums, labels, features)
         centres = np.where(sizes[:, None] > 0, sums / np.maximum(sizes, 1)[:, None], centres)
@@ -135,24 +139,31 @@ def setup(key, config: ArenaConfig) -> Shared:
     return Shared(worlds)
 
 
-def cascade_contexts(config: ArenaConfig, behaviour: str) -> np.ndarray:
-    """The users whose reward at a rank depends on the items above (AIPS's true behaviour): none
-    under ``position_based``, all under ``click_stops`` and ``satiation``, the first
-    round(satiated_share · X) under ``mixed``.  bool[X]."""
+#: each arena behaviour's AIPS behaviour (`ope.AIPS_BEHAVIOURS`) for the users it acts on
+AIPS_BEHAVIOUR = {"position_based": "independent", "click_stops": "cascade", "satiation": "cascade",
+                  "mixed": "cascade", "neighbours": "neighbours", "slate": "standard"}
+
+
+def context_behaviours(config: ArenaConfig, behaviour: str) -> np.ndarray:
+    """AIPS's true behaviour of every user, an index of `ope.AIPS_BEHAVIOURS` (`AIPS_BEHAVIOUR`):
+    under ``mixed`` the first round(satiated_share · X) users cascade (they satiate) and the others
+    are independent.  int[X]."""
+    code = ope.AIPS_BEHAVIOURS.index(AIPS_BEHAVIOUR[behaviour])
     if behaviour == "mixed":
-        return np.arange(config.contexts) < round(config.satiated_share * config.contexts)
-    return np.full(config.contexts, behaviour != "position_based")
+        return np.where(np.arange(config.contexts) < round(config.satiated_share * config.contexts), code, 0)
+    return np.full(config.contexts, code)
 
 
 def scenario(config: ArenaConfig, behaviour: str, w: World) -> feed.Scenario:
     view = feed.Exponential(jnp.float32(config.view_decay))
     if behaviour == "click_stops":
         view = feed.Cascade(view, jnp.float32(config.interaction))
-    satiates = behaviour in ("satiation", "mixed")
+    satiates = behaviour in ("satiation", "mixed", "neighbours", "slate")
+    satiated_by = {"neighbours": "neighbours", "slate": "slate"}.get(behaviour, "above")
     return feed.Scenario(view, (feed.from_table(w.quality),), jnp.full(config.contexts, 1.0 / config.contexts),
                          signals=(SIGNAL,), satiation=config.interaction if satiates else 0.0,
-                         satiated_contexts=jnp.asarray(cascade_contexts(config, behaviour)) if behaviour == "mixed"
-                         else None)
+                         satiated_contexts=jnp.asarray(context_behaviours(config, behaviour) > 0)
+                         if behaviour == "mixed" else None, satiated_by=satiated_by)
 
 
 def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
@@ -236,7 +247,7 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     reward_model = ope.click_rate_model(pilot, n_items, prior_views=config.prior_views)
     on = ope.from_log(log, {"R0": logger, "T": target, "T2": rival}, feed.position_model(scene.view),
                       reward_models={SIGNAL: reward_model}, slates=True,
-                      cascade_contexts=cascade_contexts(config, cell["behaviour"]), item_groups=w.item_groups)
+                      context_behaviours=context_behaviours(config, cell["behaviour"]), item_groups=w.item_groups)
     data, targets = on.data[SIGNAL], {name: on.targets[SIGNAL][name] for name in ("T", "T2")}
     m = np.asarray(config.m, np.float64)
     names = estimators(data, targets)

@@ -30,7 +30,9 @@ def run(tmp_path_factory):
 def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     """Position-based behaviour: Σ_x p(x) Σ_k γ^(k−1) q(x, σ_k) with σ the target's sorted top K;
     mixed: for the first half of the users each rank's click probability times ∏ (1 − β q) over the
-    ranks above (satiation), for the others the position-based one."""
+    ranks above (satiation), for the others the position-based one; slate: over the depth d
+    (P(D = d) = γ^(d−1) − γ^d, γ^(K−1) at d = K), each viewed rank's click probability times
+    ∏ (1 − β q) over the other viewed ranks."""
     records = pd.read_csv(run / "records.csv")
     w = arena.world(shared_key(jax.random.key(0), "world:6"), TINY, 6, TINY.group_sizes[0])
     order = np.argsort(-w.target_scores, axis=1, kind="stable")[:, :TINY.feed_length]
@@ -39,7 +41,12 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     satiated = q * np.cumprod(np.concatenate([np.ones((q.shape[0], 1)), 1 - TINY.interaction * q[:, :-1]], 1), 1)
     first = np.arange(q.shape[0]) < round(TINY.satiated_share * q.shape[0])
     mixed = np.where(first[:, None], satiated, q)
-    expected = {"position_based": (q * view).sum(1).mean(), "mixed": (mixed * view).sum(1).mean()}
+    at_depth = np.append(view[:-1] - view[1:], view[-1])
+    slate = sum(at_depth[d - 1] * sum(q[:, i] * np.prod([1 - TINY.interaction * q[:, j] for j in range(d) if j != i],
+                                                         axis=0) for i in range(d))
+                for d in range(1, TINY.feed_length + 1))
+    expected = {"position_based": (q * view).sum(1).mean(), "mixed": (mixed * view).sum(1).mean(),
+                "slate": slate.mean()}
     assert set(expected) == set(TINY.behaviours)
     truth = records[records.estimator == "truth"]
     assert set(truth.logger) == {"plackett_luce", "epsilon_greedy"}          # one truth per logger's cell
