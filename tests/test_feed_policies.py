@@ -393,6 +393,24 @@ def test_uniform_exploration_of_2_to_the_16_candidates_or_more_draws_exact_indic
         sampling.uniform_prefix(jax.random.key(0), 2, 2**31, 3)
 
 
+def test_sorted_prefix_is_the_sort_order_with_ties_by_lower_id():
+    """`sorted_prefix` against a Python sort by (−score, id), at depths 1, 7 and k: scores with many
+    ties (one row all tied), ids shared by every row in a shuffled order or one set per row."""
+    rng = np.random.default_rng(5)
+    n, k = 40, 30
+    scores = rng.integers(0, 4, (n, k)).astype(np.float32)             # ties everywhere
+    scores[0] = 1.0
+    shared = rng.permutation(1000)[:k].astype(np.int32)
+    per_row = np.stack([rng.permutation(1000)[:k] for _ in range(n)]).astype(np.int32)
+    for items in (shared, per_row):
+        rows = np.broadcast_to(items, (n, k))
+        for depth in (1, 7, k):
+            got = np.asarray(sampling.sorted_prefix(jnp.asarray(scores), jnp.asarray(items), depth))
+            for r in range(n):
+                want = sorted(range(k), key=lambda j: (-scores[r, j], rows[r, j]))[:depth]
+                assert list(got[r]) == want, (items.ndim, depth, r)
+
+
 def test_scaled_index_is_the_exact_floor_of_the_scaled_word():
     """floor(w · size / 2^32) against Python integers, below and above 2^16 candidates."""
     rng = np.random.default_rng(0)

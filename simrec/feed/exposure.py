@@ -39,7 +39,7 @@ from simrec import sharding, validate
 from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, PlackettLuce, Policy, RandomSubset, Ranker, Sort,
                                   TopK, base_ranker, candidate_count, catalogue_items, is_exact, item_values, lookup,
                                   num_items, sample_candidates, table_contexts)
-from simrec.feed.sampling import inverse_permutation, sort_permutation
+from simrec.feed.sampling import inverse_permutation, sort_permutation, sorted_prefix
 from simrec.feed.views import ViewModel, view_probability
 
 __all__ = [
@@ -59,14 +59,12 @@ class Exposure(NamedTuple):
     standard_error: jax.Array
 
 
-def _padded(survival: jax.Array, length: int) -> jax.Array:
-    return jnp.concatenate([survival, jnp.zeros(length - survival.shape[0], survival.dtype)])
-
-
 def _sort_exposure(ranker_scores, survival, contexts, candidates) -> jax.Array:
-    """Exact exposure of each candidate under `Sort`: S(position + 1).  f32[N, k]."""
-    perm = sort_permutation(item_values(ranker_scores, contexts, candidates), candidates)
-    return _padded(survival, candidates.shape[1])[inverse_permutation(perm)]
+    """Exact exposure of each candidate under `Sort`: S(position + 1) for the first K, 0 after.
+    f32[N, k]."""
+    top = sorted_prefix(item_values(ranker_scores, contexts, candidates), candidates, survival.shape[0])
+    rows = jnp.arange(candidates.shape[0])[:, None]
+    return jnp.zeros(candidates.shape, survival.dtype).at[rows, top].set(survival[None, :])
 
 
 def _plackett_luce_sample(key, ranker: PlackettLuce, survival, contexts, candidates) -> jax.Array:
@@ -423,8 +421,9 @@ def _rank_placement(key, ranker: Ranker, feed_length: int, contexts, candidates)
     ε-greedy mixes in 1/k at every rank.  f32[N, k, K]."""
     ranks = jnp.arange(feed_length)
     if isinstance(ranker, Sort):
-        perm = sort_permutation(item_values(ranker.scores, contexts, candidates), candidates)
-        return (inverse_permutation(perm)[:, :, None] == ranks).astype(jnp.float32)
+        top = sorted_prefix(item_values(ranker.scores, contexts, candidates), candidates, feed_length)
+        rows = jnp.arange(candidates.shape[0])[:, None]
+        return jnp.zeros((*candidates.shape, feed_length), jnp.float32).at[rows, top, ranks].set(1.0)
     if isinstance(ranker, PlackettLuce):
         logits = item_values(ranker.scores, contexts, candidates) / ranker.temperature      # [N, k]
         order = jnp.argsort(-(logits + jax.random.gumbel(key, logits.shape)), axis=1)

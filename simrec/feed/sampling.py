@@ -29,7 +29,7 @@ from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, PlackettLuce, 
                                   item_values, lookup, sample_candidates)
 
 __all__ = [
-    "sort_permutation", "inverse_permutation", "random_words", "uniform_from_words", "ContextTables",
+    "sort_permutation", "sorted_prefix", "inverse_permutation", "random_words", "uniform_from_words", "ContextTables",
     "context_tables", "sample_ranking", "uniform_prefix",
 ]
 
@@ -43,6 +43,32 @@ def sort_permutation(scores: jax.Array, items: jax.Array) -> jax.Array:
     i32[N, k]."""
     iota = jax.lax.broadcasted_iota(jnp.int32, items.shape, 1)
     return jax.lax.sort((-scores, items, iota), dimension=1, num_keys=2)[2]
+
+
+def sorted_prefix(scores: jax.Array, items: jax.Array, depth: int) -> jax.Array:
+    """The first ``depth`` columns of `sort_permutation` (descending score, ties by ascending item
+    id), without sorting whole rows: the top ``depth`` scores give the threshold t (the depth-th
+    largest); every column above t belongs to the prefix, and the ties at t fill it in increasing
+    id (a second top ``depth``, of −id among the columns at t); only those 2·depth columns are
+    sorted. O(N·k) instead of O(N·k log k). The ids at t are compared in float32 (an integer top_k
+    falls back to a sort on a CPU) relative to the row's smallest one: exact while they span fewer
+    than 2^24 ids, i.e. for any catalogue below 16.7 million items.  scores: f32[N, k];
+    items: i32[N, k], or i32[k] shared by every row. Returns i32[N, depth]."""
+    items = jnp.broadcast_to(items, scores.shape)
+    values, columns = jax.lax.top_k(scores, depth)
+    threshold = jnp.min(values, axis=1, keepdims=True)        # the last; a slice of top_k's values would make
+                                                              # XLA (CPU) sort the whole row instead
+    above = values > threshold                                               # [N, depth]: all of scores > t
+    tied = scores == threshold
+    lowest = jnp.min(jnp.where(tied, items, jnp.iinfo(jnp.int32).max), axis=1, keepdims=True)
+    at_threshold = jnp.where(tied, -(items - lowest).astype(jnp.float32), -jnp.inf)
+    tied_columns = jax.lax.top_k(at_threshold, depth)[1]                      # ties at t, increasing id
+    pool = jnp.concatenate([jnp.where(above, columns, -1), tied_columns], axis=1)          # [N, 2 depth]
+    valid = jnp.concatenate([above, jnp.arange(depth)[None, :] < depth - above.sum(1, keepdims=True)], axis=1)
+    safe = jnp.maximum(pool, 0)
+    key_score = jnp.where(valid, -jnp.take_along_axis(scores, safe, axis=1), jnp.inf)
+    key_item = jnp.where(valid, jnp.take_along_axis(items, safe, axis=1), jnp.iinfo(jnp.int32).max)
+    return jax.lax.sort((key_score, key_item, safe), dimension=1, num_keys=2)[2][:, :depth]
 
 
 def inverse_permutation(perm: jax.Array) -> jax.Array:
@@ -346,8 +372,8 @@ def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int
     if isinstance(ranker, Sort):
         if tables is not None and tables.sorted_top is not None:
             return tables.sorted_top[contexts]
-        perm = sort_permutation(item_values(ranker.scores, contexts, candidates), candidates)
-        return jnp.take_along_axis(candidates, perm[:, :feed_length], axis=1)
+        perm = sorted_prefix(item_values(ranker.scores, contexts, candidates), candidates, feed_length)
+        return jnp.take_along_axis(candidates, perm, axis=1)
     if isinstance(ranker, PlackettLuce):
         def logits_of(rows):
             return item_values(ranker.scores, contexts[rows], candidates_of(rows)) / ranker.temperature
@@ -392,7 +418,8 @@ def _tables_block(policy: Policy, contexts):
     candidates = sample_candidates(None, policy.generator, contexts)
     base = base_ranker(policy.ranker)
     if isinstance(base, Sort):
-        return candidates, _rank_candidates(None, base, contexts, candidates, policy.feed_length)
+        return candidates, _rank_candidates(None, base, contexts, candidates, policy.feed_length,
+                                            fixed=_shared_candidates(policy))
     return candidates, item_values(base.scores, contexts, candidates) / base.temperature
 
 
@@ -442,7 +469,13 @@ def sample_ranking(key: jax.Array | None, policy: Policy, contexts: jax.Array,
         candidates = tables.candidates[contexts]
     else:
         candidates = sample_candidates(k_gen, policy.generator, contexts)
-    fixed = None                                     # one candidate set for every context
+    return _rank_candidates(k_rank, policy.ranker, contexts, candidates, policy.feed_length, tables, depth,
+                            _shared_candidates(policy))
+
+
+def _shared_candidates(policy: Policy) -> jax.Array | None:
+    """The candidate ids i32[k] when they are the same for every context (`FixedCandidates` with one
+    vector: positions then map to ids by a 1-D gather), else None."""
     if isinstance(policy.generator, FixedCandidates) and jnp.ndim(policy.generator.items) == 1:
-        fixed = jnp.asarray(policy.generator.items, jnp.int32)
-    return _rank_candidates(k_rank, policy.ranker, contexts, candidates, policy.feed_length, tables, depth, fixed)
+        return jnp.asarray(policy.generator.items, jnp.int32)
+    return None

@@ -35,7 +35,7 @@ import numpy as np
 from simrec import validate
 from simrec.feed.policies import (EpsilonGreedy, PlackettLuce, Policy, RandomSubset, Sort, base_ranker, item_values,
                                   num_items, sample_candidates, table_contexts)
-from simrec.feed.sampling import sort_permutation
+from simrec.feed.sampling import sorted_prefix
 
 __all__ = ["has_prefix_probability", "prefix_log_probability", "next_item_mean"]
 
@@ -87,9 +87,14 @@ def _positions(candidates: np.ndarray, rows: np.ndarray, items: np.ndarray, n_it
 
 
 def _repeated(items: np.ndarray) -> np.ndarray:
-    """bool[N, K]: the item at rank k already appears at an earlier rank."""
-    earlier = np.tril(np.ones((items.shape[1],) * 2, bool), -1)
-    return np.any((items[:, :, None] == items[:, None, :]) & earlier & (items[:, :, None] >= 0), axis=2)
+    """bool[N, K]: the item at rank k already appears at an earlier rank (by a stable sort of each
+    row: a repeat follows its first appearance).  O(N K log K)."""
+    order = np.argsort(items, axis=1, kind="stable")
+    ordered = np.take_along_axis(items, order, axis=1)
+    again = np.concatenate([np.zeros((items.shape[0], 1), bool), ordered[:, 1:] == ordered[:, :-1]], axis=1)
+    repeated = np.zeros(items.shape, bool)
+    np.put_along_axis(repeated, order, again & (ordered >= 0), axis=1)
+    return repeated
 
 
 class _Read(NamedTuple):
@@ -113,10 +118,10 @@ def _read(policy: Policy, contexts: np.ndarray, items: np.ndarray) -> _Read:
 
 def _sorted_columns(read: _Read, depth: int) -> np.ndarray:
     """Columns of the first ``depth`` candidates of each session's context in the Sort ranker's order
-    (descending score, ties by lower id: `simrec.feed.sampling.sort_permutation`, the sampler's own
+    (descending score, ties by lower id: `simrec.feed.sampling.sorted_prefix`, the sampler's own
     order).  i64[N, depth]."""
-    order = np.asarray(sort_permutation(read.scores, jnp.asarray(read.candidates, jnp.int32)))[:, :depth]
-    return order.astype(np.int64)[read.rows]
+    order = sorted_prefix(read.scores, jnp.asarray(read.candidates, jnp.int32), depth)
+    return np.asarray(order).astype(np.int64)[read.rows]
 
 
 def _weights(ranker: PlackettLuce, read: _Read) -> np.ndarray:
@@ -148,9 +153,12 @@ def _remaining_sums(weights: np.ndarray, quantities: np.ndarray, read: _Read) ->
     placed = np.where(valid, quantities[:, rows[:, None], column], 0.0)              # [Q, N, K]
     ranked = np.where(valid, weight_rank[rows[:, None], column], n_candidates)       # not shown: never placed
     sums = np.empty(placed.shape)
-    for j in range(positions.shape[1]):
-        gap = np.sort(ranked[:, :j], axis=1) != np.arange(j)
-        first_free = np.where(gap.any(axis=1), gap.argmax(axis=1), j) if j else np.zeros(len(rows), np.int64)
+    n, k = positions.shape
+    taken = np.zeros((n, k + 1), bool)           # the weight ranks < K placed so far (the first free one is <= j)
+    for j in range(k):
+        if j:
+            taken[np.arange(n), np.minimum(ranked[:, j - 1], k)] = True
+        first_free = np.argmin(taken[:, :j + 1], axis=1)
         below = np.sum(np.where(ranked[None, :, :j] > first_free[None, :, None], placed[:, :, :j], 0.0), axis=2)
         sums[:, :, j] = suffix[:, rows, first_free] - below
     return sums
@@ -227,13 +235,21 @@ def _base_next_mean(ranker, read: _Read, items: np.ndarray, candidate_values: np
     f64[N, K]."""
     n, k = items.shape
     if isinstance(ranker, Sort):                 # the best candidate not yet shown: among the first j + 1
-        columns = _sorted_columns(read, k)
-        best = read.candidates[read.rows[:, None], columns]
+        columns = _sorted_columns(read, k)                                            # [N, k]
+        # each logged item's place in its context's sorted order (k: not among its first k)
+        place = np.full((read.candidates.shape[0], int(read.candidates.max()) + 1), k)
+        contexts = np.arange(read.candidates.shape[0])
+        first_rows = np.unique(read.rows, return_index=True)[1]                       # a session of each context
+        top = read.candidates[read.rows[first_rows, None], columns[first_rows]]       # [X, k] item ids
+        place[contexts[:, None], top] = np.arange(k)
+        placed = np.where(items >= 0, place[read.rows[:, None], np.maximum(items, 0)], k)   # [N, K]
+        taken = np.zeros((n, k + 1), bool)
         value_of = np.zeros((n, k))
         for j in range(k):
-            free = ~np.any(best[:, :j + 1, None] == items[:, None, :j], axis=2)    # [N, j + 1]
-            first = np.take_along_axis(columns, free.argmax(axis=1)[:, None], axis=1)[:, 0]
-            value_of[:, j] = candidate_values[read.rows, first]
+            if j:
+                taken[np.arange(n), placed[:, j - 1]] = True
+            first = np.argmin(taken[:, :j + 1], axis=1)                                # the first not taken
+            value_of[:, j] = candidate_values[read.rows, columns[np.arange(n), first]]
         return value_of
     weights = _weights(ranker, read)
     weight, weighted_value = _remaining_sums(weights, np.stack([weights, weights * candidate_values]), read)

@@ -186,10 +186,13 @@ PRESETS = {
     "paper": ArenaConfig(catalogues=(10, 100, 800), sessions=(1_000, 10_000, 100_000), replications=50),
     # stochastic targets: Plackett–Luce target and rival at temperature 0.5
     "pl_target": ArenaConfig(catalogues=(10, 100), target_temperature=0.5),
-    # larger catalogues and slates: 10^3 and 10^4 items, K = 20, the ε-greedy logger alone (its
-    # exposures are exact at any size; a Plackett–Luce logger's only up to A · K = 4096)
-    "scale": ArenaConfig(catalogues=(1_000, 10_000), feed_length=20, temperatures=(), epsilons=(0.05, 0.3),
+    # larger catalogues: 10^3 to 10^5 items, K = 20, the ε-greedy logger alone (its exposures are
+    # exact at any size; a Plackett–Luce logger's only up to A · K = 4096)
+    "scale": ArenaConfig(catalogues=(1_000, 10_000, 100_000), feed_length=20, temperatures=(), epsilons=(0.05, 0.3),
                          group_sizes=(100,), replications=10),
+    # long slates: K = 100 of 10^4 items, the ε-greedy logger alone
+    "long_slates": ArenaConfig(catalogues=(10_000,), feed_length=100, temperatures=(), epsilons=(0.05, 0.3),
+                               group_sizes=(100,), replications=10),
     # MIPS's assumption dialled: group size x direct effect on the position-based behaviour
     "mips": ArenaConfig(behaviours=("position_based",), catalogues=(100, 500), group_sizes=(5, 1, 25),
                         direct_effects=(0.0, 0.5, 1.0), temperatures=(0.5,), epsilons=(0.05,)),
@@ -228,4 +231,5 @@ STUDY = Study(
                 "(position-based, click-stops, satiation, mixed, neighbours, whole slate), log size, catalogue "
                 "size and logger (Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 270, "paper": 4800, "mips": 120, "pl_target": 150, "scale": 240})
+    expected_seconds={"smoke": 45, "default": 270, "paper": 7200, "mips": 120, "pl_target": 200, "scale": 480,
+                      "long_slates": 420})
