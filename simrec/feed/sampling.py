@@ -356,9 +356,13 @@ def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int
     context (positions then map to ids by a 1-D gather).
     """
     n, k = candidates.shape
-    num_draws = _num_draws(feed_length, k)
-    # by first appearances when the draws usually give every needed rank (else Gumbel-top-K)
-    draws = key is not None and num_draws is not None and (need is not None or num_draws >= feed_length)
+
+    def by_draws(num_draws: int | None) -> bool:
+        """By first appearances when the draws usually give every needed rank (else Gumbel-top-K
+        or a shuffle)."""
+        return key is not None and num_draws is not None and (need is not None or num_draws >= feed_length)
+
+    draws, uniform_draws = by_draws(_num_draws(feed_length, k)), by_draws(_num_draws(feed_length, k, weighted=False))
     need = jnp.full(n, feed_length, jnp.int32) if need is None else need
 
     def to_items(positions):
@@ -385,8 +389,7 @@ def _rank_candidates(key, ranker: Ranker, contexts, candidates, feed_length: int
     if isinstance(ranker, EpsilonGreedy):
         k_coin, k_uniform, k_base = jax.random.split(key, 3)
         explore = jax.random.uniform(k_coin, contexts.shape) < ranker.epsilon
-        uniform_draws = _num_draws(feed_length, k, weighted=False)
-        if uniform_draws is not None and (need is not None or uniform_draws >= feed_length):
+        if uniform_draws:
             positions = _draw_ranking(k_uniform, None, None, contexts, k, feed_length, need,
                                       lambda rows: jnp.zeros((rows.shape[0], k)))
             uniform = to_items(positions)

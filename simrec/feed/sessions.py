@@ -45,8 +45,8 @@ from simrec.feed.policies import ItemFn, Policy, check_contexts, item_values, lo
 from simrec.feed.sampling import context_tables, random_words, sample_ranking, uniform_from_words
 from simrec.feed.views import Cascade, ViewModel, depth_from_uniform
 
-__all__ = ["Scenario", "SATIATED_BY", "Log", "simulate", "logging_exposure_table", "satiated_quality", "scenario_quality",
-           "concatenate", "depth", "session_chunks"]
+__all__ = ["Scenario", "SATIATED_BY", "Log", "simulate", "logging_exposure_table", "satiated_quality",
+           "scenario_quality", "concatenate", "depth", "session_chunks"]
 
 
 #: which viewed items satiate a rank (`Scenario.satiated_by`)
