@@ -112,6 +112,32 @@ def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def recommendations(won: pd.DataFrame) -> pd.DataFrame:
+    """Per behaviour and log size, the estimator to use: the one with a variant (at some m) that
+    wins or ties the winner (`winners`) in the most settings, with that count and the settings'."""
+    rows = []
+    for (behaviour, sessions), g in won.groupby(["behaviour", "sessions"], sort=False):
+        counts: dict[str, int] = {}
+        for winner, tied in zip(g.winner, g["tied with"]):
+            for label in {v.split(", m = ")[0] for v in [winner, *filter(None, tied.split("; "))]}:
+                counts[label] = counts.get(label, 0) + 1
+        best = max(counts, key=counts.get)
+        rows.append({"behaviour": behaviour, "sessions": sessions, "estimator": best, "best or tied": counts[best],
+                     "settings": len(g)})
+    return pd.DataFrame(rows)
+
+
+def _recommendation_lines(won: pd.DataFrame) -> list[str]:
+    lines = ["", "Which estimator to use, per behaviour and log size: the one with a variant (at its best m) "
+             "that has the smallest relative MSE or ties it in the most settings:", ""]
+    for behaviour, g in recommendations(won).groupby("behaviour", sort=False):
+        picks = [f"N = {n:,}: {e} ({b} of {t})" for n, e, b, t in
+                 zip(g.sessions, g.estimator, g["best or tied"], g.settings)]
+        change = " — the choice changes with the log size" if g.estimator.nunique() > 1 else ""
+        lines.append(f"- {behaviour}: " + "; ".join(picks) + change + ".")
+    return lines
+
+
 #: the estimators from the weakest assumption to the strongest (SLOPE's order of increasing bias and
 #: decreasing variance): the whole viewed ranking (SIPS), the items above each rank (RIPS), those
 #: for the cascading users and the item alone for the others (AIPS), each item alone under the
@@ -534,6 +560,7 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
         lines.append(f"- {behaviour}: smallest relative MSE in {len(g)} settings — "
                      + ", ".join(f"{w} ({c})" for w, c in counts.items())
                      + f"; a winner alone in {len(alone)} of them.")
+    lines += _recommendation_lines(won)
     undefined = table[table.defined < table.replications]
     if len(undefined):
         lines += ["", "Undefined somewhere (a self-normalised estimator whose mean weight is 0 on at least one "

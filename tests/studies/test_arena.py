@@ -92,6 +92,25 @@ def test_error_table_and_winners_follow_from_the_records(run):
         assert row["winner alone"] == (row["tied with"] == "")
 
 
+def test_the_estimator_to_use_is_the_one_best_or_tied_in_most_settings(run):
+    """`recommendations` against a direct count over the winners table: per behaviour and log size,
+    each estimator's settings where one of its variants wins or ties the winner; the README names
+    the most frequent one."""
+    report = importlib.import_module("simrec_studies.arena.report")
+    won = arena.winners(pd.read_csv(run / "records.csv"))
+    picks = report.recommendations(won)
+    assert len(picks) == len(TINY.behaviours) * len(TINY.sessions)
+    for _, pick in picks.iterrows():
+        g = won[(won.behaviour == pick.behaviour) & (won.sessions == pick.sessions)]
+        estimators = [{v.split(", m = ")[0] for v in [w, *filter(None, t.split("; "))]}
+                      for w, t in zip(g.winner, g["tied with"])]
+        count = {e: sum(e in row for row in estimators) for row in estimators for e in row}
+        assert pick.settings == len(g) and pick["best or tied"] == count[pick.estimator] == max(count.values())
+    readme = (run / "README.md").read_text()
+    assert "Which estimator to use, per behaviour and log size" in readme
+    assert f"N = {int(picks.sessions.iloc[0]):,}: {picks.estimator.iloc[0]}" in readme
+
+
 def test_the_difference_table_and_sign_test_follow_from_the_records(run):
     """Relative MSE of target − rival against the truth's difference, and the sign test recomputed by
     hand from each log's difference and standard error at 99 %."""
