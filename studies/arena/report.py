@@ -29,9 +29,17 @@ def _m_text(m: float) -> str:
     return "∞" if math.isinf(m) else f"{m:g}"
 
 
+_AT_M = ", m = "                  # between an estimator's label and its clipping value in a variant's name
+
+
 def variant(estimator: str, m: float) -> str:
     """An estimator at a clipping value, as tables name it: its registry label and m."""
-    return f"{ope.ESTIMATORS[estimator].label}, m = {_m_text(m)}"
+    return f"{ope.ESTIMATORS[estimator].label}{_AT_M}{_m_text(m)}"
+
+
+def variant_label(name: str) -> str:
+    """The estimator's registry label in a `variant` name."""
+    return name.split(_AT_M)[0]
 
 
 def _squared_errors(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
@@ -119,7 +127,7 @@ def recommendations(won: pd.DataFrame) -> pd.DataFrame:
     for (behaviour, sessions), g in won.groupby(["behaviour", "sessions"], sort=False):
         counts: dict[str, int] = {}
         for winner, tied in zip(g.winner, g["tied with"]):
-            for label in {v.split(", m = ")[0] for v in [winner, *filter(None, tied.split("; "))]}:
+            for label in {variant_label(v) for v in [winner, *filter(None, tied.split("; "))]}:
                 counts[label] = counts.get(label, 0) + 1
         best = max(counts, key=counts.get)
         rows.append({"behaviour": behaviour, "sessions": sessions, "estimator": best, "best or tied": counts[best],
