@@ -333,6 +333,8 @@ def test_aips_is_each_behaviours_estimator_and_mixes_them_session_by_session():
     mixed = rng.integers(0, len(ope.AIPS_BEHAVIOURS), n)
     np.testing.assert_allclose(ope.trajectory_aips(*arrays, mixed, M_VALUES), each[mixed, :, np.arange(n)].T,
                                rtol=1e-6)
+    np.testing.assert_allclose(ope.aips_parts(*arrays, M_VALUES), each, rtol=1e-6)
+    np.testing.assert_allclose(ope.aips_parts(*arrays), each[:, -1], rtol=1e-6)
     assert ope.trajectory_aips(*arrays, mixed).shape == (n,)
     for bad in (mixed[:-1], mixed + 1.0, np.full(n, 4), np.full(n, "below")):
         with pytest.raises(ValueError, match="behaviours must be"):
@@ -476,3 +478,104 @@ def test_a_pooled_estimator_is_computed_on_the_subset_itself_not_restricted():
     assert on_subset["aips_chosen", "T"]["value"][-1] == pytest.approx(want.astype(np.float64).mean(), rel=1e-9)
     with pytest.raises(ValueError, match="no trajectory"):
         ope.subset(data, targets, np.zeros(2_000, bool))
+
+
+# ---- IPS over action sets on factorised slates ---------------------------------------------------
+
+def _factorised_log(seed=0, n=200, k=4):
+    rng = np.random.default_rng(seed)
+    rewards = rng.uniform(size=(n, k)) * (rng.uniform(size=(n, k)) < 0.5)
+    logging_slot = np.log(rng.uniform(0.05, 1.0, (n, k))).astype(np.float32)
+    target_slot = np.log(rng.uniform(0.0, 1.0, (n, k))).astype(np.float32)
+    return rewards.astype(np.float32), logging_slot, target_slot
+
+
+def test_ips_over_action_sets_equals_its_formula_and_iips_rips_sips_as_special_cases():
+    rewards, logging_slot, target_slot = _factorised_log()
+    n, k = rewards.shape
+    sets = np.random.default_rng(3).uniform(size=(n, k, k)) < 0.5
+    values = np.asarray(ope.trajectory_factorised_ips(rewards, logging_slot, target_slot, sets, M_VALUES))
+    ratio = np.exp(target_slot.astype(np.float64) - logging_slot)
+    for i, m in enumerate(M_VALUES):
+        for t in range(n):
+            expected = sum(rewards[t, s] * min(m, math.prod(ratio[t, j] for j in range(k) if sets[t, s, j]))
+                           for s in range(k))
+            assert values[i, t] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    # the special cases, against the feed estimators on the same slots (every slot viewed; a slot's
+    # exposure is its action's probability, a prefix's log-probability the sum over its slots)
+    viewed = np.ones((n, k), bool)
+    logging_prefix, target_prefix = np.cumsum(logging_slot, axis=1), np.cumsum(target_slot, axis=1)
+    expected = {"cascade": ope.trajectory_rips(rewards, viewed, logging_prefix, target_prefix, M_VALUES),
+                "standard": ope.trajectory_sips(rewards, viewed, logging_prefix, target_prefix, M_VALUES)}
+    for behaviour, reference in expected.items():
+        sets = ope.slot_action_sets(behaviour, k)
+        np.testing.assert_allclose(ope.trajectory_factorised_ips(rewards, logging_slot, target_slot, sets, M_VALUES),
+                                   reference, rtol=2e-5)
+    # DCG clips the inverse logging exposure, not the ratio (KDD'24 Eq. 9): the two agree at m = ∞
+    iips = ope.trajectory_factorised_ips(rewards, logging_slot, target_slot, ope.slot_action_sets("independent", k))
+    np.testing.assert_allclose(iips, ope.trajectory_dcg(rewards, np.exp(logging_slot), np.exp(target_slot), viewed),
+                               rtol=2e-5)
+    np.testing.assert_array_equal(ope.slot_action_sets("neighbours", 4),
+                                  [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]])
+    # the logger's own slots: every weight is 1
+    np.testing.assert_allclose(ope.trajectory_factorised_ips(rewards, logging_slot, logging_slot, sets),
+                               rewards.sum(axis=1), rtol=1e-6)
+
+
+def test_ips_over_action_sets_names_bad_inputs():
+    rewards, logging_slot, target_slot = _factorised_log()
+    k = rewards.shape[1]
+    sets = ope.slot_action_sets("cascade", k)
+    with pytest.raises(ValueError, match="share one shape"):
+        ope.trajectory_factorised_ips(rewards[:, :2], logging_slot, target_slot, sets)
+    with pytest.raises(ValueError, match="action_sets must be a bool mask"):
+        ope.trajectory_factorised_ips(rewards, logging_slot, target_slot, sets * 1)
+    with pytest.raises(ValueError, match="action_sets must be a bool mask"):
+        ope.trajectory_factorised_ips(rewards, logging_slot, target_slot, sets[:2])
+    with pytest.raises(ValueError, match="logging_slot"):
+        ope.trajectory_factorised_ips(rewards, np.where(rewards > 0.5, -np.inf, logging_slot), target_slot, sets)
+    with pytest.raises(ValueError, match="target_slot"):
+        ope.trajectory_factorised_ips(rewards, logging_slot, -target_slot + 1, sets)
+    with pytest.raises(ValueError, match="rewards must be finite"):
+        ope.trajectory_factorised_ips(rewards * np.nan, logging_slot, target_slot, sets)
+    with pytest.raises(ValueError, match="finite clipping value"):
+        ope.trajectory_factorised_ips(rewards + 1, logging_slot - 100, target_slot * 0, sets)
+    with pytest.raises(ValueError, match="behaviour must be"):
+        ope.slot_action_sets("below", k)
+    with pytest.raises(ValueError, match="num_slots"):
+        ope.slot_action_sets("cascade", 0)
+
+
+_SLOT_LOGGER, _SLOT_TARGET = np.array([0.3, 0.4, 0.3]), np.array([0.7, 0.2, 0.1])
+_SLOT_BASE, _SLOT_PAIRS = np.array([-0.5, 0.3, 0.0]), np.array([[1.5, -1.0, 0.5], [-1.0, 1.2, -1.5], [0.5, -1.5, 1.0]])
+
+
+def _slot_reward_means(slates, depends_on):
+    """q_k(a) = σ(base[a_k] + Σ_{j ∈ Φ(k), j ≠ k} pairs[a_k, a_j]) of slates i[N, K].  f64[N, K]."""
+    k = slates.shape[1]
+    others = depends_on & ~np.eye(k, dtype=bool)
+    logits = _SLOT_BASE[slates] + np.einsum("kj,nkj->nk", others, _SLOT_PAIRS[slates[:, :, None], slates[:, None, :]])
+    return 1.0 / (1.0 + np.exp(-logits))
+
+
+@pytest.mark.parametrize("behaviour", ope.AIPS_BEHAVIOURS)
+def test_ips_over_action_sets_is_unbiased_under_its_behaviour_and_a_narrower_one_is_not(behaviour):
+    """3 slots of 3 actions drawn with replacement, Bernoulli rewards whose mean at slot k depends
+    on the actions at Φ(k): each set's estimator within 4 SE of the truth enumerated over the 27
+    slates where its set covers the behaviour's, and beyond 4 SE where it does not. Measured (seed 0,
+    40,000 slates): IIPS off by 36, 47 and 57 SE under cascade, neighbours and standard; the
+    neighbours set by 4.6 under cascade (slot 3 depends on slot 1) and 8.5 under standard; the
+    covering sets within 1.1 SE."""
+    k, n = 3, 40_000
+    depends_on = ope.slot_action_sets(behaviour, k)
+    every = np.array(np.meshgrid(*[np.arange(3)] * k, indexing="ij")).reshape(k, -1).T     # [27, K]
+    truth = float(np.sum(np.prod(_SLOT_TARGET[every], axis=1) * _slot_reward_means(every, depends_on).sum(axis=1)))
+    rng = np.random.default_rng(0)
+    slates = rng.choice(3, size=(n, k), p=_SLOT_LOGGER)
+    rewards = (rng.uniform(size=(n, k)) < _slot_reward_means(slates, depends_on)).astype(np.float32)
+    logging_slot, target_slot = np.log(_SLOT_LOGGER[slates]), np.log(_SLOT_TARGET[slates])
+    for name in ope.AIPS_BEHAVIOURS:
+        sets = ope.slot_action_sets(name, k)
+        values = np.asarray(ope.trajectory_factorised_ips(rewards, logging_slot, target_slot, sets), np.float64)
+        z = (values.mean() - truth) / (values.std(ddof=1) / math.sqrt(n))
+        assert (abs(z) < 4) == bool(np.all(sets >= depends_on)), (name, z)

@@ -14,7 +14,11 @@ rank probabilities for the exposure under any view model; the package name ``fee
 function), `sessions` (Scenario, Log, simulate), `worlds` (a Scenario over
 a `simrec.world.World` or `simrec.procedural.ProceduralWorld`: `scenario_from_world`), `online`
 (online value, A/B tests), `position_bias` (the examination curve from clicks), `slates` (the
-probability of a shown ranking prefix, for the slate estimators of `simrec.ope`).
+probability of a shown ranking prefix, for the slate estimators of `simrec.ope`). Beside the feed,
+`slotwise` is the other slate model of the ranking-OPE literature, imported by name (``from
+simrec.feed import slotwise``): slates drawn slot by slot with replacement from a small action set,
+rewards that interact across slots, and their exact value (the synthetic slates of Open Bandit
+Pipeline and of Kiyohara et al. WSDM'22 and KDD'23).
 """
 from simrec.feed.online import ABTest, OnlineValue, ab_test, online_value
 from simrec.feed.policies import (EpsilonGreedy, FixedCandidates, ItemFn, PlackettLuce, Policy, RandomSubset, Sort,

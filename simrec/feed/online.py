@@ -67,15 +67,13 @@ def _quality_stack(scenario: Scenario, contexts, items) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "exact"))
 def _exposure_value_block(key, scenario, policy, survival, weights, contexts, num_samples, exact):
+    if exact:
+        return _table_value_block(scenario, exact_exposure(policy, survival, weights, contexts), contexts)
     A = num_items(policy)
     catalogue = jnp.broadcast_to(jnp.arange(A, dtype=jnp.int32), (contexts.shape[0], A))
     quality = _quality_stack(scenario, contexts, catalogue)                          # [S, B, A]
-    if exact:
-        value = jnp.einsum("sba,ba->sb", quality, exact_exposure(policy, survival, weights, contexts))
-        stats = (value, jnp.zeros_like(value))
-    else:
-        stats = monte_carlo(key, lambda k: jnp.einsum(
-            "sba,ba->sb", quality, exposure_sample(k, policy, survival, contexts)), num_samples)
+    stats = monte_carlo(key, lambda k: jnp.einsum(
+        "sba,ba->sb", quality, exposure_sample(k, policy, survival, contexts)), num_samples)
     return stats, jnp.min(quality), jnp.max(quality)
 
 

@@ -421,8 +421,7 @@ def _tables_block(policy: Policy, contexts):
     candidates = sample_candidates(None, policy.generator, contexts)
     base = base_ranker(policy.ranker)
     if isinstance(base, Sort):
-        return candidates, _rank_candidates(None, base, contexts, candidates, policy.feed_length,
-                                            fixed=_shared_candidates(policy))
+        return candidates, _rank_candidates(None, base, contexts, candidates, policy.feed_length)
     return candidates, item_values(base.scores, contexts, candidates) / base.temperature
 
 

@@ -153,15 +153,25 @@ def _remaining_sums(weights: np.ndarray, quantities: np.ndarray, read: _Read) ->
     placed = np.where(valid, quantities[:, rows[:, None], column], 0.0)              # [Q, N, K]
     ranked = np.where(valid, weight_rank[rows[:, None], column], n_candidates)       # not shown: never placed
     sums = np.empty(placed.shape)
-    n, k = positions.shape
-    taken = np.zeros((n, k + 1), bool)           # the weight ranks < K placed so far (the first free one is <= j)
+    first_free = _first_free(ranked)
+    for j in range(positions.shape[1]):
+        below = np.sum(np.where(ranked[None, :, :j] > first_free[None, :, j, None], placed[:, :, :j], 0.0), axis=2)
+        sums[:, :, j] = suffix[:, rows, first_free[:, j]] - below
+    return sums
+
+
+def _first_free(places: np.ndarray) -> np.ndarray:
+    """At every rank j, the first place (0, 1, ...) not held by the ranks above: places i64[N, K]
+    of the ranks' items in an order (K or more: beyond the first K, never the first free one).
+    i64[N, K], each <= j. O(N·K²)."""
+    n, k = places.shape
+    taken = np.zeros((n, k + 1), bool)
+    first = np.empty((n, k), np.int64)
     for j in range(k):
         if j:
-            taken[np.arange(n), np.minimum(ranked[:, j - 1], k)] = True
-        first_free = np.argmin(taken[:, :j + 1], axis=1)
-        below = np.sum(np.where(ranked[None, :, :j] > first_free[None, :, None], placed[:, :, :j], 0.0), axis=2)
-        sums[:, :, j] = suffix[:, rows, first_free] - below
-    return sums
+            taken[np.arange(n), np.minimum(places[:, j - 1], k)] = True
+        first[:, j] = np.argmin(taken[:, :j + 1], axis=1)
+    return first
 
 
 def _base_terms(ranker, read: _Read, items: np.ndarray) -> np.ndarray:
@@ -233,7 +243,7 @@ def _candidate_values(values, read: _Read, n_items: int) -> np.ndarray:
 def _base_next_mean(ranker, read: _Read, items: np.ndarray, candidate_values: np.ndarray) -> np.ndarray:
     """Σ_a P(σ_j = a | σ_1:j-1 = s_1:j-1, x) v(a) of the Sort or Plackett–Luce ranker at every rank j.
     f64[N, K]."""
-    n, k = items.shape
+    k = items.shape[1]
     if isinstance(ranker, Sort):                 # the best candidate not yet shown: among the first j + 1
         columns = _sorted_columns(read, k)                                            # [N, k]
         # each logged item's place in its context's sorted order (k: not among its first k)
@@ -243,14 +253,8 @@ def _base_next_mean(ranker, read: _Read, items: np.ndarray, candidate_values: np
         top = read.candidates[read.rows[first_rows, None], columns[first_rows]]       # [X, k] item ids
         place[contexts[:, None], top] = np.arange(k)
         placed = np.where(items >= 0, place[read.rows[:, None], np.maximum(items, 0)], k)   # [N, K]
-        taken = np.zeros((n, k + 1), bool)
-        value_of = np.zeros((n, k))
-        for j in range(k):
-            if j:
-                taken[np.arange(n), placed[:, j - 1]] = True
-            first = np.argmin(taken[:, :j + 1], axis=1)                                # the first not taken
-            value_of[:, j] = candidate_values[read.rows, columns[np.arange(n), first]]
-        return value_of
+        first = np.take_along_axis(columns, _first_free(placed), axis=1)             # the first not shown
+        return candidate_values[read.rows[:, None], first]
     weights = _weights(ranker, read)
     weight, weighted_value = _remaining_sums(weights, np.stack([weights, weights * candidate_values]), read)
     return weighted_value / weight

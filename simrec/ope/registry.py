@@ -42,7 +42,7 @@ from simrec import feed, stats
 from simrec.ope.dcg import (IDEALS, clip_values, direct_method, group_exposure, ideal_dcg, logged_exposures,
                             trajectory_dcg, trajectory_dr, trajectory_mips, trajectory_ndcg)
 from simrec.ope.baseline import optimal_baseline
-from simrec.ope.slate import (checked_behaviours, choose_behaviours, rank_normalisers, rank_rips,
+from simrec.ope.slate import (aips_parts, checked_behaviours, choose_behaviours, rank_normalisers, rank_rips,
                               ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
@@ -196,8 +196,8 @@ def from_log(log: feed.Log, policies: Mapping[str, feed.Policy], view, *,
     (`simrec.feed.next_item_mean`), so that Cascade-DR applies. With ``slates`` and
     ``context_behaviours`` (int[X] over the scenario's contexts: each context's user behaviour, an
     index or name of `simrec.ope.AIPS_BEHAVIOURS`), each session's behaviour, so that AIPS applies.
-    With ``item_groups`` (int[A]: each item's group, e.g. a category or an embedding's cluster), every policy's group exposures of the logged items
-    (`group_exposure`), so that MIPS applies."""
+    With ``item_groups`` (int[A]: each item's group, e.g. a category or an embedding's cluster),
+    every policy's group exposures of the logged items (`group_exposure`), so that MIPS applies."""
     names = list(policies)
     if not names:
         raise ValueError("policies must hold the logger first, then the targets")
@@ -347,15 +347,11 @@ def _sips_beta(data, target, m, options, cache) -> Contribution:
 
 
 def _aips_parts(data, target, m, options, cache) -> np.ndarray:
-    """Every behaviour's per-trajectory estimate (`trajectory_aips`'s parts: DCG, RIPS, RIPS with
-    lookahead 1, SIPS), f64[B, M, N], on the cached DCG, RIPS and SIPS contributions."""
+    """Every behaviour's per-trajectory estimate (`aips_parts`), f64[B, M, N]."""
     key = ("aips parts", id(target))
     if key not in cache:
-        cache[key] = np.stack([_dcg(data, target, m, options, cache).numerator,
-                               _rips(data, target, m, options, cache).numerator,
-                               _f64(trajectory_rips(data.rewards, data.viewed, data.logging_prefix, target.prefix, m,
-                                                    lookahead=1)),
-                               _sips(data, target, m, options, cache).numerator])
+        cache[key] = _f64(aips_parts(data.rewards, data.viewed, data.logging_exposure, target.exposure,
+                                     data.logging_prefix, target.prefix, clip_values(m)[0]))
     return cache[key]
 
 

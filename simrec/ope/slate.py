@@ -69,6 +69,19 @@ of the logged prefix:
   by an estimated MSE over a tree of context features instead). Cross-fitting: the sessions of
   fold f get the choice made on the other folds, so no session's choice depends on its own reward.
 
+* IPS over action sets on factorised slates, whose slots are drawn independently given the
+  context, π(a | x) = Π_k π_k(a_k | x) (the synthetic slates of Open Bandit Pipeline and of both
+  Kiyohara et al. papers, items drawn per slot with replacement), with ρ_τ,j = π_j(a_τ,j | x_τ) /
+  π₀_j(a_τ,j | x_τ) the ratio of slot j and Φ_τ(k) the slots the reward at slot k may depend on:
+
+      IPS_Φ,τ(m) = Σ_k c_τ,k · min(m, Π_{j ∈ Φ_τ(k)} ρ_τ,j),
+
+  the exact marginal ratio of the actions at Φ_τ(k), since the slots are independent; unbiased at
+  m = ∞ when the reward at each slot depends on the context and the actions at Φ_τ(k) only. Φ(k) =
+  {k} is independent IPS (IIPS; Li et al. WSDM'18), {1..k} RIPS, every slot SIPS, and a Φ_τ per
+  trajectory AIPS with any behaviour (Kiyohara et al., KDD'23 Eq. 5; `slot_action_sets` gives the
+  four of `AIPS_BEHAVIOURS`, neighbours here the exact {k−1, k, k+1}).
+
 All need the logger to give every prefix the target can show a positive probability. The
 weights are computed in float32 from the log-probabilities; a weight beyond float32's range at
 m = ∞ is an error (use a finite m).
@@ -82,7 +95,8 @@ import numpy as np
 from simrec.ope.dcg import clip_values, trajectory_dcg
 
 __all__ = ["trajectory_rips", "rank_rips", "rank_normalisers", "trajectory_sips", "trajectory_cascade_dr",
-           "trajectory_aips", "AIPS_BEHAVIOURS", "choose_behaviours", "prefix_weights", "ranking_weight"]
+           "trajectory_aips", "aips_parts", "AIPS_BEHAVIOURS", "choose_behaviours", "prefix_weights",
+           "ranking_weight", "trajectory_factorised_ips", "slot_action_sets"]
 
 #: AIPS's user behaviours, from the narrowest action set to the widest (module docstring); a
 #: session's behaviour is its index here
@@ -288,23 +302,86 @@ def trajectory_cascade_dr(rewards, viewed, logging_prefix, target_prefix, predic
     return values[0] if scalar else values
 
 
+def aips_parts(rewards, viewed, logging_exposure, target_exposure, logging_prefix, target_prefix,
+               m=np.inf) -> jax.Array:
+    """AIPS_τ(m) under each behaviour of `AIPS_BEHAVIOURS`, in its order (module docstring): DCG_τ(m),
+    RIPS_τ(m), RIPS_τ(m) with lookahead 1, and SIPS_τ(m) as RIPS with lookahead K − 1 (the whole
+    viewed slate). Arguments as `trajectory_aips`. Returns f32[B, N], or f32[B, M, N] for a vector m."""
+    m_vec, scalar = clip_values(m)
+    lookaheads = (0, 1, max(np.shape(viewed)[1] - 1, 0))                 # cascade, neighbours, standard
+    values = jnp.stack([trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m_vec)]
+                       + [trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m_vec, lookahead=lookahead)
+                          for lookahead in lookaheads])                                       # [B, M, N]
+    return values[:, 0] if scalar else values
+
+
 def trajectory_aips(rewards, viewed, logging_exposure, target_exposure, logging_prefix, target_prefix,
                     behaviours, m=np.inf) -> jax.Array:
     """Per-trajectory AIPS with the behaviour known per session (module docstring):
     AIPS_τ(m) = DCG_τ(m), RIPS_τ(m), RIPS_τ(m) with lookahead 1 or SIPS_τ(m) for a session whose
-    behaviour is independent, cascade, neighbours or standard.
+    behaviour is independent, cascade, neighbours or standard (`aips_parts`).
 
     logging_exposure, target_exposure: f32[N, K] ε₀, ε of the logged items (`trajectory_dcg`);
     behaviours: int[N], each session's behaviour as an index of `AIPS_BEHAVIOURS`. Other arguments
     and returns as `trajectory_rips`."""
     behaviours = checked_behaviours(behaviours, np.shape(viewed)[0])
     m_vec, scalar = clip_values(m)
-    lookaheads = (0, 1, max(np.shape(viewed)[1] - 1, 0))                 # cascade, neighbours, standard (SIPS)
-    values = jnp.stack([trajectory_dcg(rewards, logging_exposure, target_exposure, viewed, m_vec)]
-                       + [trajectory_rips(rewards, viewed, logging_prefix, target_prefix, m_vec, lookahead=lookahead)
-                          for lookahead in lookaheads])                                       # [B, M, N]
+    values = aips_parts(rewards, viewed, logging_exposure, target_exposure, logging_prefix, target_prefix, m_vec)
     chosen = jnp.take_along_axis(values, jnp.asarray(behaviours)[None, None, :], axis=0)[0]
     return chosen[0] if scalar else chosen
+
+
+def slot_action_sets(behaviour: str, num_slots: int) -> np.ndarray:
+    """Φ(k) of a behaviour of `AIPS_BEHAVIOURS` on a factorised slate of ``num_slots`` slots: entry
+    [k, j] is True when the reward at slot k may depend on the action at slot j. independent: j = k;
+    cascade: j <= k; neighbours: |j − k| <= 1; standard: every j.  bool[K, K]."""
+    if behaviour not in AIPS_BEHAVIOURS:
+        raise ValueError(f"behaviour must be one of {AIPS_BEHAVIOURS}, got {behaviour!r}")
+    if not (isinstance(num_slots, (int, np.integer)) and num_slots >= 1):
+        raise ValueError(f"num_slots must be an integer >= 1, got {num_slots!r}")
+    slot, other = np.meshgrid(np.arange(num_slots), np.arange(num_slots), indexing="ij")
+    return {"independent": other == slot, "cascade": other <= slot, "neighbours": np.abs(other - slot) <= 1,
+            "standard": np.ones((num_slots, num_slots), bool)}[behaviour]
+
+
+@jax.jit
+def _factorised_ips(rewards, log_ratios, action_sets, m):
+    """IPS_Φ,τ(m) for every m.  f32[M, N]."""
+    weights = jnp.exp(jnp.einsum("nkj,nj->nk", action_sets.astype(log_ratios.dtype), log_ratios))  # [N, K]
+    terms = jnp.where(rewards[None] != 0, rewards[None] * jnp.minimum(m[:, None, None], weights[None]), 0.0)
+    return jnp.sum(terms, axis=2)
+
+
+def trajectory_factorised_ips(rewards, logging_slot, target_slot, action_sets, m=np.inf) -> jax.Array:
+    """Per-trajectory IPS over action sets on a factorised slate (module docstring):
+    IPS_Φ,τ(m) = Σ_k c_τ,k · min(m, Π_{j ∈ Φ_τ(k)} π_j(a_τ,j | x_τ) / π₀_j(a_τ,j | x_τ)).
+
+    rewards: f32[N, K], the reward of every slot (all observed). logging_slot, target_slot: f32[N, K]
+    log π₀_k(a_τ,k | x_τ), log π_k(a_τ,k | x_τ) of each logged slot's action. action_sets: bool[K, K]
+    shared or bool[N, K, K] per trajectory, [τ, k, j] True when slot j is in Φ_τ(k)
+    (`slot_action_sets`). m as `trajectory_rips`. Returns f32[N], or f32[M, N] for a vector m."""
+    m_vec, scalar = clip_values(m)
+    shape = np.shape(rewards)
+    if len(shape) != 2 or shape[1] == 0 or np.shape(logging_slot) != shape or np.shape(target_slot) != shape:
+        raise ValueError(f"rewards, logging_slot and target_slot must share one shape [N, K] with K >= 1; got "
+                         f"{list(shape)}, {list(np.shape(logging_slot))}, {list(np.shape(target_slot))}")
+    action_sets = np.asarray(action_sets)
+    if action_sets.dtype != np.bool_ or action_sets.shape not in ((shape[1],) * 2, (shape[0],) + (shape[1],) * 2):
+        raise ValueError(f"action_sets must be a bool mask [K, K] or [N, K, K] with [N, K] = {list(shape)}, got "
+                         f"{action_sets.dtype} {list(action_sets.shape)} (e.g. slot_action_sets('cascade', K))")
+    rewards = np.asarray(rewards, np.float32)
+    logging_slot, target_slot = np.asarray(logging_slot, np.float32), np.asarray(target_slot, np.float32)
+    if not np.all(np.isfinite(rewards)):
+        raise ValueError("rewards must be finite (no NaN or inf); replace or drop those trajectories")
+    if not np.all(np.isfinite(logging_slot) & (logging_slot <= 1e-4)):
+        raise ValueError("logging_slot must be the logger's log-probabilities of the logged actions: finite "
+                         "(the logger drew them) and <= 0")
+    if np.any(np.isnan(target_slot) | (target_slot > 1e-4)):
+        raise ValueError("target_slot must be log-probabilities (<= 0, -inf where the target never picks the action)")
+    sets = np.broadcast_to(action_sets, (shape[0],) + (shape[1],) * 2)
+    values = _finite(_factorised_ips(jnp.asarray(rewards), jnp.asarray(target_slot - logging_slot),
+                                     jnp.asarray(sets), m_vec), "IPS over action sets")
+    return values[0] if scalar else values
 
 
 def checked_behaviours(behaviours, num_trajectories: int) -> np.ndarray:
