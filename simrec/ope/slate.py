@@ -80,7 +80,12 @@ of the logged prefix:
   m = ∞ when the reward at each slot depends on the context and the actions at Φ_τ(k) only. Φ(k) =
   {k} is independent IPS (IIPS; Li et al. WSDM'18), {1..k} RIPS, every slot SIPS, and a Φ_τ per
   trajectory AIPS with any behaviour (Kiyohara et al., KDD'23 Eq. 5; `slot_action_sets` gives the
-  four of `AIPS_BEHAVIOURS`, neighbours here the exact {k−1, k, k+1}).
+  four of `AIPS_BEHAVIOURS`, neighbours here the exact {k−1, k, k+1}). When the sets are unknown,
+  `choose_action_sets` picks one per slot from the log among candidates ordered so that the last
+  covers every other (and is unbiased): the one whose estimated MSE, a bias² estimated against
+  the last, b̂² = max(0, d̄² − Var̂(d)/N) with d_τ the paired difference of the slot's terms, plus
+  its variance Var̂/N, is smallest (SLOPE-like; the root of Kiyohara et al., KDD'23 §5's tree, whose
+  bias term comes from simulated logs and the true value, here from the log alone).
 
 All need the logger to give every prefix the target can show a positive probability. The
 weights are computed in float32 from the log-probabilities; a weight beyond float32's range at
@@ -96,7 +101,8 @@ from simrec.ope.dcg import clip_values, trajectory_dcg
 
 __all__ = ["trajectory_rips", "rank_rips", "rank_normalisers", "trajectory_sips", "trajectory_cascade_dr",
            "trajectory_aips", "aips_parts", "AIPS_BEHAVIOURS", "choose_behaviours", "prefix_weights",
-           "ranking_weight", "trajectory_factorised_ips", "slot_action_sets"]
+           "ranking_weight", "trajectory_factorised_ips", "slot_action_sets", "factorised_ips_terms",
+           "choose_action_sets"]
 
 #: AIPS's user behaviours, from the narrowest action set to the widest (module docstring); a
 #: session's behaviour is its index here
@@ -345,11 +351,10 @@ def slot_action_sets(behaviour: str, num_slots: int) -> np.ndarray:
 
 
 @jax.jit
-def _factorised_ips(rewards, log_ratios, action_sets, m):
-    """IPS_Φ,τ(m) for every m.  f32[M, N]."""
+def _factorised_terms(rewards, log_ratios, action_sets, m):
+    """c_τ,k · min(m, w_Φ,τ,k) for every m.  f32[M, N, K]."""
     weights = jnp.exp(jnp.einsum("nkj,nj->nk", action_sets.astype(log_ratios.dtype), log_ratios))  # [N, K]
-    terms = jnp.where(rewards[None] != 0, rewards[None] * jnp.minimum(m[:, None, None], weights[None]), 0.0)
-    return jnp.sum(terms, axis=2)
+    return jnp.where(rewards[None] != 0, rewards[None] * jnp.minimum(m[:, None, None], weights[None]), 0.0)
 
 
 def trajectory_factorised_ips(rewards, logging_slot, target_slot, action_sets, m=np.inf) -> jax.Array:
@@ -360,6 +365,15 @@ def trajectory_factorised_ips(rewards, logging_slot, target_slot, action_sets, m
     log π₀_k(a_τ,k | x_τ), log π_k(a_τ,k | x_τ) of each logged slot's action. action_sets: bool[K, K]
     shared or bool[N, K, K] per trajectory, [τ, k, j] True when slot j is in Φ_τ(k)
     (`slot_action_sets`). m as `trajectory_rips`. Returns f32[N], or f32[M, N] for a vector m."""
+    m_vec, scalar = clip_values(m)
+    values = jnp.sum(factorised_ips_terms(rewards, logging_slot, target_slot, action_sets, m_vec), axis=-1)
+    return values[0] if scalar else values
+
+
+def factorised_ips_terms(rewards, logging_slot, target_slot, action_sets, m=np.inf) -> jax.Array:
+    """`trajectory_factorised_ips`'s terms slot by slot, c_τ,k · min(m, Π_{j ∈ Φ_τ(k)} ρ_τ,j) (their sum
+    over k is the estimate). Arguments as `trajectory_factorised_ips`. Returns f32[N, K], or
+    f32[M, N, K] for a vector m."""
     m_vec, scalar = clip_values(m)
     shape = np.shape(rewards)
     if len(shape) != 2 or shape[1] == 0 or np.shape(logging_slot) != shape or np.shape(target_slot) != shape:
@@ -379,9 +393,29 @@ def trajectory_factorised_ips(rewards, logging_slot, target_slot, action_sets, m
     if np.any(np.isnan(target_slot) | (target_slot > 1e-4)):
         raise ValueError("target_slot must be log-probabilities (<= 0, -inf where the target never picks the action)")
     sets = np.broadcast_to(action_sets, (shape[0],) + (shape[1],) * 2)
-    values = _finite(_factorised_ips(jnp.asarray(rewards), jnp.asarray(target_slot - logging_slot),
-                                     jnp.asarray(sets), m_vec), "IPS over action sets")
+    values = _finite(_factorised_terms(jnp.asarray(rewards), jnp.asarray(target_slot - logging_slot),
+                                       jnp.asarray(sets), m_vec), "IPS over action sets")
     return values[0] if scalar else values
+
+
+def choose_action_sets(terms) -> np.ndarray:
+    """The action set of each slot chosen from the log (module docstring): for slot k, the candidate s
+    minimising max(0, d̄² − Var̂(d)/N) + Var̂(t_s)/N, with t_s,τ = terms[s, τ, k] and d_τ = t_s,τ −
+    t_S,τ the paired difference with the last candidate S (which must cover every other: unbiased
+    wherever they are), Var̂ with ddof 1.
+
+    terms: f[S, N, K], each candidate's `factorised_ips_terms` at m = ∞ on the same log (N >= 2).
+    Returns int[K], the chosen candidate per slot (ties: the first)."""
+    terms = np.asarray(terms, np.float64)
+    if terms.ndim != 3 or terms.shape[0] < 1 or terms.shape[1] < 2 or terms.shape[2] < 1:
+        raise ValueError(f"terms must be f[S, N, K]: each of S >= 1 candidate sets' per-slot terms on N >= 2 "
+                         f"trajectories of K >= 1 slots (factorised_ips_terms), got shape {list(terms.shape)}")
+    if not np.all(np.isfinite(terms)):
+        raise ValueError("terms must be finite (each candidate's factorised_ips_terms at m = inf)")
+    n = terms.shape[1]
+    difference = terms - terms[-1:]
+    bias = np.maximum(difference.mean(axis=1) ** 2 - difference.var(axis=1, ddof=1) / n, 0.0)    # [S, K]
+    return np.argmin(bias + terms.var(axis=1, ddof=1) / n, axis=0)
 
 
 def checked_behaviours(behaviours, num_trajectories: int) -> np.ndarray:
