@@ -122,16 +122,18 @@ def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
 
 def recommendations(won: pd.DataFrame) -> pd.DataFrame:
     """Per behaviour and log size, the estimator to use: the one with a variant (at some m) that
-    wins or ties the winner (`winners`) in the most settings, with that count and the settings'."""
+    wins or ties the winner (`winners`) in the most settings, with that count and the settings';
+    estimators level on that count are all named, alphabetically, joined by " or "."""
     rows = []
     for (behaviour, sessions), g in won.groupby(["behaviour", "sessions"], sort=False):
         counts: dict[str, int] = {}
         for winner, tied in zip(g.winner, g["tied with"]):
-            for label in {variant_label(v) for v in [winner, *filter(None, tied.split("; "))]}:
+            for label in set(map(variant_label, [winner, *filter(None, tied.split("; "))])):
                 counts[label] = counts.get(label, 0) + 1
-        best = max(counts, key=counts.get)
-        rows.append({"behaviour": behaviour, "sessions": sessions, "estimator": best, "best or tied": counts[best],
-                     "settings": len(g)})
+        top = max(counts.values())
+        rows.append({"behaviour": behaviour, "sessions": sessions,
+                     "estimator": " or ".join(sorted(label for label, n in counts.items() if n == top)),
+                     "best or tied": top, "settings": len(g)})
     return pd.DataFrame(rows)
 
 
@@ -141,7 +143,8 @@ def _recommendation_lines(won: pd.DataFrame) -> list[str]:
     for behaviour, g in recommendations(won).groupby("behaviour", sort=False):
         picks = [f"N = {n:,}: {e} ({b} of {t})" for n, e, b, t in
                  zip(g.sessions, g.estimator, g["best or tied"], g.settings)]
-        change = " — the choice changes with the log size" if g.estimator.nunique() > 1 else ""
+        common = set.intersection(*(set(e.split(" or ")) for e in g.estimator))
+        change = " — the choice changes with the log size" if not common else ""
         lines.append(f"- {behaviour}: " + "; ".join(picks) + change + ".")
     return lines
 

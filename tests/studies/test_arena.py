@@ -95,7 +95,8 @@ def test_error_table_and_winners_follow_from_the_records(run):
 def test_the_estimator_to_use_is_the_one_best_or_tied_in_most_settings(run):
     """`recommendations` against a direct count over the winners table: per behaviour and log size,
     each estimator's settings where one of its variants wins or ties the winner; the README names
-    the most frequent one."""
+    the most frequent one, or every one level at the top (alphabetically: the same text in every
+    process, whatever its string hashing)."""
     report = importlib.import_module("simrec_studies.arena.report")
     won = arena.winners(pd.read_csv(run / "records.csv"))
     picks = report.recommendations(won)
@@ -105,7 +106,9 @@ def test_the_estimator_to_use_is_the_one_best_or_tied_in_most_settings(run):
         estimators = [{v.split(", m = ")[0] for v in [w, *filter(None, t.split("; "))]}
                       for w, t in zip(g.winner, g["tied with"])]
         count = {e: sum(e in row for row in estimators) for row in estimators for e in row}
-        assert pick.settings == len(g) and pick["best or tied"] == count[pick.estimator] == max(count.values())
+        top = max(count.values())
+        assert pick.settings == len(g) and pick["best or tied"] == top
+        assert pick.estimator == " or ".join(sorted(e for e, n in count.items() if n == top))
     readme = (run / "README.md").read_text()
     assert "Which estimator to use, per behaviour and log size" in readme
     assert f"N = {int(picks.sessions.iloc[0]):,}: {picks.estimator.iloc[0]}" in readme
