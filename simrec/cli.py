@@ -296,6 +296,9 @@ def _run_plans(args, plans, sets, executor, writer: bool) -> bool:
                       cache_dir=default_cache_dir(out) if args.out else RUNS_CACHE,
                       progress=not args.quiet and writer, memo=memo, executor=executor,
                       allow_missing_data=args.allow_missing_data, force=args.force)
+        if len(plans) > 1:                  # release this study's compiled programs: one process running
+            import jax                      # every study otherwise runs out of memory maps (vm.max_map_count)
+            jax.clear_caches()
         if not writer:
             continue
         print(f"{study.name}: {summary.cells_computed} cells computed, {summary.cells_cached} "

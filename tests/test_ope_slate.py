@@ -520,6 +520,15 @@ def test_ips_over_action_sets_equals_its_formula_and_iips_rips_sips_as_special_c
     # the logger's own slots: every weight is 1
     np.testing.assert_allclose(ope.trajectory_factorised_ips(rewards, logging_slot, logging_slot, sets),
                                rewards.sum(axis=1), rtol=1e-6)
+    # a deterministic target (log π = −∞ off its action): a slot outside Φ(k) leaves slot k's weight
+    # alone, one inside sets it to 0
+    never = np.where(np.arange(k)[None, :] == k - 1, -np.inf, target_slot).astype(np.float32)
+    independent = ope.slot_action_sets("independent", k)
+    iips = np.asarray(ope.trajectory_factorised_ips(rewards, logging_slot, never, independent))
+    expected = (rewards * np.exp(never.astype(np.float64) - logging_slot))[:, :-1].sum(axis=1)
+    np.testing.assert_allclose(iips, expected, rtol=2e-5)
+    np.testing.assert_allclose(ope.trajectory_factorised_ips(rewards, logging_slot, never,
+                                                             ope.slot_action_sets("standard", k)), 0.0)
 
 
 def test_ips_over_action_sets_names_bad_inputs():

@@ -352,8 +352,9 @@ def slot_action_sets(behaviour: str, num_slots: int) -> np.ndarray:
 
 @jax.jit
 def _factorised_terms(rewards, log_ratios, action_sets, m):
-    """c_τ,k · min(m, w_Φ,τ,k) for every m.  f32[M, N, K]."""
-    weights = jnp.exp(jnp.einsum("nkj,nj->nk", action_sets.astype(log_ratios.dtype), log_ratios))  # [N, K]
+    """c_τ,k · min(m, w_Φ,τ,k) for every m.  f32[M, N, K]. A slot outside Φ(k) adds 0 even where the
+    target never picks its action (log-ratio −∞: a product with the mask would be NaN)."""
+    weights = jnp.exp(jnp.sum(jnp.where(action_sets, log_ratios[:, None, :], 0.0), axis=2))    # [N, K]
     return jnp.where(rewards[None] != 0, rewards[None] * jnp.minimum(m[:, None, None], weights[None]), 0.0)
 
 
