@@ -59,34 +59,43 @@ OBP_ESTIMATORS = {"sips": "SlateStandardIPS", "rips": "SlateRewardInteractionIPS
                   "cascade_dr": "SlateCascadeDoublyRobust"}
 PER = 1_000_000                          # costs are reported in seconds per PER sessions
 
-OBP_DRIVER = OBP_LOADER + r'''
-from obp.ope.estimators_slate import (SelfNormalizedSlateRewardInteractionIPS, SelfNormalizedSlateStandardIPS,
-                                     SlateCascadeDoublyRobust, SlateRewardInteractionIPS, SlateStandardIPS)
-log = dict(np.load(sys.argv[1]))
-K, A = int(log["len_list"]), int(log["n_actions"])
-common = {"slate_id": log["slate_id"], "reward": log["reward"], "position": log["position"]}
-calls = {
-    "sips": lambda: SlateStandardIPS(len_list=K).estimate_policy_value(
-        **common, pscore=log["pscore"], evaluation_policy_pscore=log["evaluation_policy_pscore"]),
-    "rips": lambda: SlateRewardInteractionIPS(len_list=K).estimate_policy_value(
-        **common, pscore_cascade=log["pscore_cascade"],
-        evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"]),
-    "snsips": lambda: SelfNormalizedSlateStandardIPS(len_list=K).estimate_policy_value(
-        **common, pscore=log["pscore"], evaluation_policy_pscore=log["evaluation_policy_pscore"]),
-    "snrips": lambda: SelfNormalizedSlateRewardInteractionIPS(len_list=K).estimate_policy_value(
-        **common, pscore_cascade=log["pscore_cascade"],
-        evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"]),
-    "cascade_dr": lambda: SlateCascadeDoublyRobust(len_list=K, n_unique_action=A).estimate_policy_value(
-        **common, action=log["action"], pscore_cascade=log["pscore_cascade"],
-        evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"], q_hat=log["q_hat"],
-        evaluation_policy_action_dist=log["evaluation_policy_action_dist"]),
-}
+#: driver code defining ``slate_estimates(log, names)``: OBP's slate estimators named in ``names`` on
+#: a log in OBP's flat slate format (dict of arrays with len_list and n_actions), each timed on its
+#: second call ({name: {value, seconds}}); shared with ``simrec bench slotwise``
+OBP_SLATE_ESTIMATES = r'''
+from obp.ope import estimators_slate as slate
+def slate_estimates(log, names):
+    K, A = int(log["len_list"]), int(log["n_actions"])
+    common = {"slate_id": log["slate_id"], "reward": log["reward"], "position": log["position"]}
+    standard = lambda: dict(pscore=log["pscore"], evaluation_policy_pscore=log["evaluation_policy_pscore"])
+    cascade = lambda: dict(pscore_cascade=log["pscore_cascade"],
+                           evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"])
+    calls = {
+        "sips": lambda: slate.SlateStandardIPS(len_list=K).estimate_policy_value(**common, **standard()),
+        "iips": lambda: slate.SlateIndependentIPS(len_list=K).estimate_policy_value(
+            **common, pscore_item_position=log["pscore_item_position"],
+            evaluation_policy_pscore_item_position=log["evaluation_policy_pscore_item_position"]),
+        "rips": lambda: slate.SlateRewardInteractionIPS(len_list=K).estimate_policy_value(**common, **cascade()),
+        "snsips": lambda: slate.SelfNormalizedSlateStandardIPS(len_list=K).estimate_policy_value(
+            **common, **standard()),
+        "snrips": lambda: slate.SelfNormalizedSlateRewardInteractionIPS(len_list=K).estimate_policy_value(
+            **common, **cascade()),
+        "cascade_dr": lambda: slate.SlateCascadeDoublyRobust(len_list=K, n_unique_action=A).estimate_policy_value(
+            **common, **cascade(), action=log["action"], q_hat=log["q_hat"],
+            evaluation_policy_action_dist=log["evaluation_policy_action_dist"]),
+    }
+    out = {}
+    for name in names:
+        calls[name]()                                # warm-up: first-call costs apart
+        start = time.perf_counter()
+        value = float(calls[name]())
+        out[name] = {"value": value, "seconds": time.perf_counter() - start}
+    return out
+'''
+
+OBP_DRIVER = OBP_LOADER + OBP_SLATE_ESTIMATES + r'''
 out = {"obp_version": __import__("importlib.metadata").metadata.version("obp")}
-for name, call in calls.items():
-    call()                                       # warm-up: first-call costs apart
-    start = time.perf_counter()
-    value = float(call())
-    out[name] = {"value": value, "seconds": time.perf_counter() - start}
+out.update(slate_estimates(dict(np.load(sys.argv[1])), ["sips", "rips", "snsips", "snrips", "cascade_dr"]))
 print(json.dumps(out))
 '''
 

@@ -39,17 +39,16 @@ import numpy as np
 
 from simrec_studies._bench_args import Parser, integer, positive_int, usage_errors
 from simrec_studies.bench_feed import OBP_LOADER, peer_python, timed
+from simrec_studies.bench_slate import OBP_SLATE_ESTIMATES
 
 PER = 1_000_000                          # costs are reported in seconds per PER rounds
-ESTIMATORS = {"ips": "SlateStandardIPS", "iips": "SlateIndependentIPS", "rips": "SlateRewardInteractionIPS",
+ESTIMATORS = {"sips": "SlateStandardIPS", "iips": "SlateIndependentIPS", "rips": "SlateRewardInteractionIPS",
               "cascade_dr": "SlateCascadeDoublyRobust"}
 REWARD_STRUCTURES = ("cascade_additive", "standard_additive", "cascade_decay", "standard_decay", "independent")
 
-OBP_DRIVER = OBP_LOADER + r'''
+OBP_DRIVER = OBP_LOADER + OBP_SLATE_ESTIMATES + r'''
 from obp.dataset.synthetic import logistic_reward_function
 from obp.dataset.synthetic_slate import SyntheticSlateBanditDataset, linear_behavior_policy_logit
-from obp.ope.estimators_slate import (SlateCascadeDoublyRobust, SlateIndependentIPS, SlateRewardInteractionIPS,
-                                     SlateStandardIPS)
 args = json.loads(sys.argv[1])
 out = {"obp_version": __import__("importlib.metadata").metadata.version("obp")}
 if args["mode"] == "generate":
@@ -71,28 +70,7 @@ if args["mode"] == "generate":
              evaluation_policy_pscore_cascade=pscore_cascade, evaluation_policy_action_dist=action_dist,
              len_list=args["slots"], n_actions=args["actions"])
 else:
-    log = dict(np.load(args["npz"]))
-    K, A = int(log["len_list"]), int(log["n_actions"])
-    common = {"slate_id": log["slate_id"], "reward": log["reward"], "position": log["position"]}
-    calls = {
-        "ips": lambda: SlateStandardIPS(len_list=K).estimate_policy_value(
-            **common, pscore=log["pscore"], evaluation_policy_pscore=log["evaluation_policy_pscore"]),
-        "iips": lambda: SlateIndependentIPS(len_list=K).estimate_policy_value(
-            **common, pscore_item_position=log["pscore_item_position"],
-            evaluation_policy_pscore_item_position=log["evaluation_policy_pscore_item_position"]),
-        "rips": lambda: SlateRewardInteractionIPS(len_list=K).estimate_policy_value(
-            **common, pscore_cascade=log["pscore_cascade"],
-            evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"]),
-        "cascade_dr": lambda: SlateCascadeDoublyRobust(len_list=K, n_unique_action=A).estimate_policy_value(
-            **common, action=log["action"], pscore_cascade=log["pscore_cascade"],
-            evaluation_policy_pscore_cascade=log["evaluation_policy_pscore_cascade"], q_hat=log["q_hat"],
-            evaluation_policy_action_dist=log["evaluation_policy_action_dist"]),
-    }
-    for name, call in calls.items():
-        call()                                   # warm-up: first-call costs apart
-        start = time.perf_counter()
-        value = float(call())
-        out[name] = {"value": value, "seconds": time.perf_counter() - start}
+    out.update(slate_estimates(dict(np.load(args["npz"])), list(args["estimators"])))
 print(json.dumps(out))
 '''
 
@@ -135,7 +113,7 @@ def simrec_estimates(log: dict, repeats: int) -> tuple[dict, np.ndarray]:
     viewed = np.ones(action.shape, bool)
     calls = {name: (lambda sets=ope.slot_action_sets(behaviour, k): ope.trajectory_factorised_ips(
                  reward, logging_slot, target_slot, sets).block_until_ready())
-             for name, behaviour in (("ips", "standard"), ("iips", "independent"), ("rips", "cascade"))}
+             for name, behaviour in (("sips", "standard"), ("iips", "independent"), ("rips", "cascade"))}
     calls["cascade_dr"] = lambda: ope.trajectory_cascade_dr(
         reward, viewed, np.cumsum(logging_slot, axis=1), np.cumsum(target_slot, axis=1), predicted,
         baseline).block_until_ready()
@@ -176,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             log = dict(np.load(npz))
             ours, q_hat = simrec_estimates(log, args.repeats)
             np.savez(npz, **log, q_hat=q_hat)
-            peer = _driver(python, folder, mode="estimate", npz=npz)
+            peer = _driver(python, folder, mode="estimate", npz=npz, estimators=list(ESTIMATORS))
         except RuntimeError as error:
             print(f"obp failed: {error}")
             return 1

@@ -39,7 +39,7 @@ def test_simrecs_side_equals_the_formulas_by_hand():
     model = q_hat.reshape(-1, k, a)[0]
     before = np.concatenate([np.ones((action.shape[0], 1)), prefix[:, :-1]], axis=1)
     cascade_dr = prefix * (reward - model[np.arange(k), action]) + before * (model @ target)[None, :]
-    expected = {"ips": (prefix[:, -1:] * reward).sum(1), "iips": (ratio * reward).sum(1),
+    expected = {"sips": (prefix[:, -1:] * reward).sum(1), "iips": (ratio * reward).sum(1),
                 "rips": (prefix * reward).sum(1), "cascade_dr": cascade_dr.sum(1)}
     for name, values in expected.items():
         assert ours[name]["value"] == pytest.approx(values.mean(), rel=1e-5), name
