@@ -30,6 +30,7 @@ def _m_text(m: float) -> str:
 
 
 _AT_M = ", m = "                  # between an estimator's label and its clipping value in a variant's name
+_TIED = "; "                       # between the variants of a winners table's "tied with"
 
 
 def variant(estimator: str, m: float) -> str:
@@ -115,7 +116,7 @@ def winners(records: pd.DataFrame, quantity: str = "value") -> pd.DataFrame:
         tied = [column for column in table.columns if column != best
                 and reporting.paired_verdict(table[column] - table[best]).verdict != "holds"]
         rows.append({**dict(zip(SETTING, setting)), "winner": variant(*best),
-                     "relative MSE": float(table[best].mean()), "tied with": "; ".join(variant(*c) for c in tied),
+                     "relative MSE": float(table[best].mean()), "tied with": _TIED.join(variant(*c) for c in tied),
                      "winner alone": not tied})
     return pd.DataFrame(rows)
 
@@ -128,7 +129,7 @@ def recommendations(won: pd.DataFrame) -> pd.DataFrame:
     for (behaviour, sessions), g in won.groupby(["behaviour", "sessions"], sort=False):
         counts: dict[str, int] = {}
         for winner, tied in zip(g.winner, g["tied with"]):
-            for label in set(map(variant_label, [winner, *filter(None, tied.split("; "))])):
+            for label in set(map(variant_label, [winner, *filter(None, tied.split(_TIED))])):
                 counts[label] = counts.get(label, 0) + 1
         top = max(counts.values())
         rows.append({"behaviour": behaviour, "sessions": sessions,

@@ -117,12 +117,14 @@ def setup(key, config: SlatePapersConfig) -> Shared:
     return Shared(aips_key, logger, target)
 
 
-def _estimates(log: slotwise.SlotLog, logger, target, candidates: dict[str, np.ndarray]) -> dict[str, float]:
-    """IPS over each named action set (bool[K, K] shared or bool[N, K, K] per round).  {name: V̂}."""
-    logging_slot = slotwise.slot_log_probability(logger, log.slates)
-    target_slot = slotwise.slot_log_probability(target, log.slates)
-    return {name: float(jnp.mean(ope.trajectory_factorised_ips(log.rewards, logging_slot, target_slot, sets)))
-            for name, sets in candidates.items()}
+def _ips_family(log: slotwise.SlotLog, logging_slot, target_slot, **extra) -> dict[str, float]:
+    """IPS (every slot), IIPS (the slot alone) and RIPS (the slots above), and IPS over each further
+    named action set (bool[N, K, K] per round), on the log's slot log-probabilities.  {name: V̂}."""
+    K = log.slates.shape[1]
+    sets = {"ips": ope.slot_action_sets("standard", K), "iips": ope.slot_action_sets("independent", K),
+            "rips": ope.slot_action_sets("cascade", K), **extra}
+    return {name: float(jnp.mean(ope.trajectory_factorised_ips(log.rewards, logging_slot, target_slot, action_sets)))
+            for name, action_sets in sets.items()}
 
 
 def _aips_run(key, config: AipsConfig, shared: Shared, world: slotwise.SlotWorld, rounds: int,
@@ -130,11 +132,9 @@ def _aips_run(key, config: AipsConfig, shared: Shared, world: slotwise.SlotWorld
     log = slotwise.simulate(key, world, shared.aips_logger, rounds, shared_noise=config.shared_noise)
     K = world.num_slots
     relevance = np.asarray(world.relevance)
-    sets = {"ips": ope.slot_action_sets("standard", K), "iips": ope.slot_action_sets("independent", K),
-            "rips": ope.slot_action_sets("cascade", K), "aips_true": relevance[np.asarray(log.types)]}
-    values = _estimates(log, shared.aips_logger, shared.aips_target, sets)
     logging_slot = slotwise.slot_log_probability(shared.aips_logger, log.slates)
     target_slot = slotwise.slot_log_probability(shared.aips_target, log.slates)
+    values = _ips_family(log, logging_slot, target_slot, aips_true=relevance[np.asarray(log.types)])
     terms = np.stack([np.asarray(ope.factorised_ips_terms(log.rewards, logging_slot, target_slot, candidate))
                       for candidate in relevance])                                    # [6, N, K]
     chosen = ope.choose_action_sets(terms)
@@ -175,17 +175,15 @@ def _cascade_dr_run(key, config: CascadeDrConfig, structure: str, sweep: str, va
     logger, target = np.exp(b) / np.exp(b).sum(), np.exp(lam * b) / np.exp(lam * b).sum()
     log = slotwise.simulate(k_log, world, logger, rounds)
     truth = float(np.mean(np.asarray(slotwise.context_values(world, target, log.contexts), np.float64)))
-    sets = {name: ope.slot_action_sets(behaviour, K)
-            for name, behaviour in (("ips", "standard"), ("iips", "independent"), ("rips", "cascade"))}
-    values = _estimates(log, logger, target, sets)
+    logging_slot = slotwise.slot_log_probability(logger, log.slates)
+    target_slot = slotwise.slot_log_probability(target, log.slates)
+    values = _ips_family(log, logging_slot, target_slot)
     predicted, baseline = slotwise.recursive_reward_model(log, logger, target, ridge=config.ridge, folds=config.folds)
-    logging_prefix = np.cumsum(slotwise.slot_log_probability(logger, log.slates), axis=1)
-    target_prefix = np.cumsum(slotwise.slot_log_probability(target, log.slates), axis=1)
     values["cascade_dr"] = float(np.mean(ope.trajectory_cascade_dr(
-        log.rewards, np.ones(log.rewards.shape, bool), logging_prefix, target_prefix, predicted, baseline)))
+        log.rewards, np.ones(log.rewards.shape, bool), np.cumsum(logging_slot, axis=1),
+        np.cumsum(target_slot, axis=1), predicted, baseline)))
     return [{"estimator": name, "estimate": v, "truth": truth, "truth_se": 0.0, "interaction": interaction,
              "similarity": float(lam)} for name, v in values.items()]
-
 
 
 def compute(key, config: SlatePapersConfig, cell: dict, shared: Shared) -> list[dict]:

@@ -135,6 +135,12 @@ def _cascade_dr_table(errors: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _squared_errors(errors: pd.DataFrame, point: dict) -> pd.DataFrame:
+    """Each run's squared error at one point ({column: value}), a column per estimator."""
+    runs = errors.loc[np.logical_and.reduce([errors[k] == v for k, v in point.items()])]
+    return runs.pivot(index="run", columns="estimator", values="squared")
+
+
 def _orderings(errors: pd.DataFrame, table: pd.DataFrame, paper: str) -> pd.DataFrame:
     """Every pair of estimators at every point where the paper separates them (its numbers differ
     by SEPARATED or more): the paper's better one, and our verdict on it from the runs' paired
@@ -145,8 +151,7 @@ def _orderings(errors: pd.DataFrame, table: pd.DataFrame, paper: str) -> pd.Data
     for point, g in table.groupby(keys, sort=False):
         point = dict(zip(keys, point))
         numbers = dict(zip(g.estimator, g[paper_column]))
-        runs = errors.loc[np.logical_and.reduce([errors[k] == v for k, v in point.items()])]
-        wide = runs.pivot(index="run", columns="estimator", values="squared")
+        wide = _squared_errors(errors, point)
         names = [e for e in numbers if math.isfinite(numbers[e])]
         for i, a in enumerate(names):
             for b in names[i + 1:]:
@@ -194,10 +199,9 @@ def _ordering_claim(orderings: pd.DataFrame, source: str, where: str, *, which: 
 
 def _pair_claim(errors: pd.DataFrame, point: dict, better: str, worse: str, source: str, claim: str,
                 paper_value: str, where: str) -> Claim:
-    runs = errors.loc[np.logical_and.reduce([errors[k] == v for k, v in point.items()])]
-    if runs.empty:
+    wide = _squared_errors(errors, point)
+    if wide.empty:
         return Claim(source, claim, paper_value, "not run", "not testable", where=where)
-    wide = runs.pivot(index="run", columns="estimator", values="squared")
     verdict = reporting.paired_verdict(wide[worse] - wide[better], expect="greater")
     factor = float(wide[worse].mean() / wide[better].mean())
     outcome = {"holds": "reproduced", "fails": "not reproduced", "tie": "tie"}.get(verdict.verdict, "not testable")
