@@ -14,7 +14,8 @@ violations (a `Cascade` view model, satiation) it conditions on the ranking σ i
 
 with q̃ the satiated quality (`scenario_quality`: of the satiating contexts only, when the
 scenario marks them) and p the cascade's stop probability; when the satiation comes from the
-viewed neighbours or the viewed slate (`Scenario.satiated_by`), q̃ depends on the depth D too and
+viewed neighbours or the viewed slate (`Scenario.satiated_by`, also context by context), q̃ depends
+on the depth D too and
 V_s(R | x, σ) = sum_d P(D = d) sum_{i<=d} q̃_{s,d}(i). Exact for
 deterministic policies and averaged over sampled rankings otherwise. An epsilon-greedy policy
 around a deterministic order is split by its definition,

@@ -19,6 +19,8 @@ Scenario switches break the assumptions of KDD'24 on purpose:
   The last two depend on how far the user scrolls, so they need a position-only view model (no
   `Cascade`). With ``satiated_contexts`` only the contexts marked there satiate and the others keep
   the position-based model, a user behaviour that depends on the context (Kiyohara et al., KDD'23);
+  with ``satiated_by="context"`` each context satiates its own way (``context_satiated_by``), so a
+  population can mix every behaviour above;
 * ``fatigue`` φ: ``q̃_s(x, a) = q_s(x, a) · (1 - φ)^{n(x, a)}``, with n(x, a) the number of earlier
   sessions of user x in which a was viewed, a state carried across sessions (Asm. 1). Sessions
   are then simulated in rounds of ``round_size``; the state is updated between rounds, so two
@@ -49,12 +51,13 @@ __all__ = ["Scenario", "SATIATED_BY", "Log", "simulate", "logging_exposure_table
            "scenario_quality", "concatenate", "depth", "session_chunks"]
 
 
-#: which viewed items satiate a rank (`Scenario.satiated_by`)
+#: which viewed items satiate a rank (`Scenario.satiated_by`; "context": each context's own of these,
+#: `Scenario.context_satiated_by`)
 SATIATED_BY = ("above", "neighbours", "slate")
 
 
 @functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["view", "quality", "activity", "satiated_contexts"],
+                   data_fields=["view", "quality", "activity", "satiated_contexts", "context_satiated_by"],
                    meta_fields=["signals", "satiation", "fatigue", "satiated_by"])
 @dataclass(frozen=True)
 class Scenario:
@@ -68,7 +71,10 @@ class Scenario:
     satiated_contexts: bool[X], the contexts that satiate (the others follow the position-based
     model), or None: every context does.
     satiated_by: static, which viewed items satiate rank i, one of `SATIATED_BY`: "above" (ranks
-    j < i), "neighbours" (i ± 1) or "slate" (every other viewed rank; module docstring).
+    j < i), "neighbours" (i ± 1) or "slate" (every other viewed rank; module docstring); or
+    "context": each context's own, read from context_satiated_by.
+    context_satiated_by: i32[X], each context's index into `SATIATED_BY` (with satiated_by="context"
+    only).
     """
     view: ViewModel
     quality: tuple
@@ -78,6 +84,7 @@ class Scenario:
     fatigue: float = 0.0
     satiated_contexts: jax.Array | None = None
     satiated_by: str = "above"
+    context_satiated_by: jax.Array | None = None
 
     def __post_init__(self):
         if not isinstance(self.quality, tuple) or not self.quality or \
@@ -104,7 +111,19 @@ class Scenario:
                 raise ValueError("Scenario.activity must be a non-negative vector f32[X] summing to 1")
         validate.probability("Scenario.satiation", self.satiation)
         validate.probability("Scenario.fatigue", self.fatigue)
-        validate.choice("Scenario.satiated_by", self.satiated_by, SATIATED_BY)
+        validate.choice("Scenario.satiated_by", self.satiated_by, SATIATED_BY + ("context",))
+        if (self.satiated_by == "context") != (self.context_satiated_by is not None):
+            raise ValueError("Scenario.context_satiated_by (each context's index into SATIATED_BY) goes with "
+                             "satiated_by='context' and only with it: give both or neither")
+        if self.context_satiated_by is not None and validate.has_shape(self.context_satiated_by):
+            validate.matrix_shape("Scenario.context_satiated_by", self.context_satiated_by,
+                                  (int(np.shape(self.activity)[0]),))
+            if validate.is_concrete(self.context_satiated_by):
+                kinds = np.asarray(self.context_satiated_by)
+                if kinds.dtype.kind not in "iu" or kinds.min() < 0 or kinds.max() >= len(SATIATED_BY):
+                    raise ValueError(f"Scenario.context_satiated_by must be an integer vector [X] of indices into "
+                                     f"SATIATED_BY = {SATIATED_BY} (0..{len(SATIATED_BY) - 1}), got dtype "
+                                     f"{kinds.dtype} with values {kinds.min()}..{kinds.max()}")
         if self.satiated_by != "above" and isinstance(self.view, Cascade):
             raise ValueError(f"Scenario.satiated_by = {self.satiated_by!r} makes a reward depend on how far the user "
                              f"scrolls, which a Cascade view model decides from the rewards: use satiated_by='above' "
@@ -200,17 +219,28 @@ def satiated_quality(quality: jax.Array, satiation, satiated_by: str = "above", 
 
 
 def scenario_quality(scenario: Scenario, contexts: jax.Array, quality: jax.Array, viewed=None) -> jax.Array:
-    """The quality of ranked items after the scenario's satiation (`satiated_quality`), for the
-    satiating contexts only when ``satiated_contexts`` marks them.  contexts: i32[B];
-    quality: f32[S, B, ..., K] (signal, session, ..., rank); viewed: bool broadcast against it, the
-    viewed ranks (needed unless ``satiated_by`` is "above"). Returns quality's shape."""
+    """The quality of ranked items after the scenario's satiation (`satiated_quality`), each context
+    satiated its own way with ``satiated_by="context"``, and for the satiating contexts only when
+    ``satiated_contexts`` marks them.  contexts: i32[B]; quality: f32[S, B, ..., K] (signal, session,
+    ..., rank); viewed: bool broadcast against it, the viewed ranks (needed unless ``satiated_by`` is
+    "above"). Returns quality's shape."""
     if scenario.satiation <= 0:
         return quality
-    satiated = satiated_quality(quality, scenario.satiation, scenario.satiated_by, viewed)
+
+    def per_context(values):                                   # f32|i32|bool[B] -> broadcast against quality
+        return values[contexts].reshape((1, -1) + (1,) * (quality.ndim - 2))
+
+    if scenario.satiated_by == "context":
+        kind = per_context(scenario.context_satiated_by)
+        satiated = quality
+        for index, satiated_by in enumerate(SATIATED_BY):
+            satiated = jnp.where(kind == index, satiated_quality(quality, scenario.satiation, satiated_by, viewed),
+                                 satiated)
+    else:
+        satiated = satiated_quality(quality, scenario.satiation, scenario.satiated_by, viewed)
     if scenario.satiated_contexts is None:
         return satiated
-    marked = scenario.satiated_contexts[contexts].reshape((1, -1) + (1,) * (quality.ndim - 2))
-    return jnp.where(marked, satiated, quality)
+    return jnp.where(per_context(scenario.satiated_contexts), satiated, quality)
 
 
 def _round(key, scenario: Scenario, policy: Policy, tables, exposure_table, counts, size: int):

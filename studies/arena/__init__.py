@@ -10,7 +10,7 @@ score (sd `target_noise`). Two loggers, each at its exploration levels: Plackett
 logger's scores at temperature T (``plackett_luce``, T in `temperatures`) and ε-greedy around the
 logger's sorted order (``epsilon_greedy``, ε in `epsilons`: with probability ε a uniformly random
 order of the A items). The user scrolls with an exponential view model (γ = `view_decay`) and
-clicks item a with probability q(x, a) under one of six behaviours:
+clicks item a with probability q(x, a) under one of seven behaviours:
 
 * ``position_based``: nothing else (KDD'24 Asm. 2–3 hold);
 * ``click_stops``: a click ends the session with probability `interaction` (a cascade: whether
@@ -24,7 +24,12 @@ clicks item a with probability q(x, a) under one of six behaviours:
   neighbours j = k ± 1 (the reward depends on the item below as well: RIPS's assumption fails);
 * ``slate``: the same product over every other viewed rank (the reward depends on the whole viewed
   slate, the *standard* behaviour of Kiyohara et al., KDD'23: only SIPS's weight is unbiased)
-  (`simrec.feed.Scenario.satiated_by`).
+  (`simrec.feed.Scenario.satiated_by`);
+* ``mixed_all``: every user follows one of four of the above, in the shares `mixture_shares`:
+  position-based, satiation by the items above, by the viewed neighbours, by the whole viewed slate
+  (the context-dependent mix of Kiyohara et al., KDD'23, over all four of its behaviours; each
+  user satiates its own way, `simrec.feed.Scenario.context_satiated_by`). Only SIPS's and AIPS
+  (true behaviour)'s weights are unbiased on every user.
 
 The target sorts by its score (deterministic, as a deployed ranker), so its online value is exact
 under every behaviour (`simrec.feed.online_value`); so is that of its *rival*, a second target
@@ -47,9 +52,10 @@ reward depends on the item only through its group and MIPS is unbiased, and at e
 are as drawn. AIPS (true behaviour) is
 given every user's behaviour (`compute.AIPS_BEHAVIOUR`: independent under ``position_based``,
 cascade where the reward depends on the items above, i.e. under click-stops, satiation and for the
-satiating users of ``mixed``, neighbours under ``neighbours`` and standard under ``slate``), so it
-is DCG under ``position_based``, RIPS under ``click_stops`` and ``satiation``, RIPS looking one
-rank ahead under ``neighbours`` and SIPS under ``slate``, and a mix only under ``mixed``; AIPS
+satiating users of ``mixed``, neighbours under ``neighbours`` and standard under ``slate``; under
+``mixed_all`` each user's own), so it is DCG under ``position_based``, RIPS under ``click_stops``
+and ``satiation``, RIPS looking one rank ahead under ``neighbours`` and SIPS under ``slate``, and a
+mix only under ``mixed`` and ``mixed_all``; AIPS
 (behaviour from the log) chooses each user's behaviour among the four from the log
 (`simrec.ope.choose_behaviours`). The reward model q̂(a) of DR and
 Cascade-DR is each item's click rate per view on a separate pilot log of the logger
@@ -90,7 +96,7 @@ from simrec import validate
 from simrec.runner import ConfigError, Study
 from simrec_studies.common.configs import checked
 
-BEHAVIOURS = ("position_based", "click_stops", "satiation", "mixed", "neighbours", "slate")
+BEHAVIOURS = ("position_based", "click_stops", "satiation", "mixed", "neighbours", "slate", "mixed_all")
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,9 @@ class ArenaConfig:
     view_decay: float = 0.8                           # exponential view model: P(V | rank k) = γ^(k−1)
     interaction: float = 0.5                          # click-stop probability / satiation β (all satiations)
     satiated_share: float = 0.5                       # ``mixed``: the share of the users that satiate
+    #: ``mixed_all``: the shares of the users that are position-based, satiate by the items above,
+    #: by the viewed neighbours and by the whole viewed slate (`compute.MIXTURE`)
+    mixture_shares: tuple[float, ...] = (0.25, 0.25, 0.25, 0.25)
     logger_noise: float = 1.0                         # sd of the logger's score noise on the true logit
     target_noise: float = 0.3                         # sd of the target's score noise
     rival_noise: float = 1.0                          # sd of the rival target's score noise (the pair)
@@ -160,6 +169,10 @@ class ArenaConfig:
         checked(validate.probability, "view_decay", self.view_decay, low_open=True)
         checked(validate.probability, "interaction", self.interaction)
         checked(validate.probability, "satiated_share", self.satiated_share)
+        if len(self.mixture_shares) != 4 or not all(0.0 <= x <= 1.0 for x in self.mixture_shares) or \
+                abs(sum(self.mixture_shares) - 1.0) > 1e-9:
+            raise ConfigError("mixture_shares must be 4 shares in [0, 1] summing to 1 (position-based, satiation, "
+                              f"neighbours, slate), got {self.mixture_shares}")
         for name in ("logger_noise", "target_noise", "rival_noise", "prior_views"):
             checked(validate.finite, name, getattr(self, name), low=0.0)
         checked(validate.integer, "dim", self.dim, low=1)
@@ -179,7 +192,8 @@ class ArenaConfig:
 
 
 PRESETS = {
-    "smoke": ArenaConfig(behaviours=("position_based", "mixed", "slate"), catalogues=(6, 20), temperatures=(1.0,),
+    "smoke": ArenaConfig(behaviours=("position_based", "mixed", "slate", "mixed_all"), catalogues=(6, 20),
+                         temperatures=(1.0,),
                          group_sizes=(3,), epsilons=(0.3,),
                          sessions=(200, 1_000), replications=4, contexts=20, feed_length=3, pilot_sessions=1_000),
     "default": ArenaConfig(),
@@ -228,8 +242,8 @@ STUDY = Study(
                 "SN-DCG, β-DCG, DR, MIPS over item groups, RIPS, SN-RIPS, SIPS, SN-SIPS, β-SIPS, Cascade-DR, AIPS "
                 "with the behaviour known and chosen from the log) scored against the truth by relative MSE of "
                 "the value and of a pair's difference, and by the sign test's power, per user behaviour "
-                "(position-based, click-stops, satiation, mixed, neighbours, whole slate), log size, catalogue "
-                "size and logger (Plackett–Luce, ε-greedy) and its exploration",
+                "(position-based, click-stops, satiation, mixed, neighbours, whole slate, a mix of four), log size, "
+                "catalogue size and logger (Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 45, "default": 270, "paper": 7200, "mips": 120, "pl_target": 200, "scale": 480,
-                      "long_slates": 420})
+    expected_seconds={"smoke": 55, "default": 320, "paper": 8400, "mips": 120, "pl_target": 240, "scale": 560,
+                      "long_slates": 490})

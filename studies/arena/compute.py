@@ -143,27 +143,50 @@ def setup(key, config: ArenaConfig) -> Shared:
 AIPS_BEHAVIOUR = {"position_based": "independent", "click_stops": "cascade", "satiation": "cascade",
                   "mixed": "cascade", "neighbours": "neighbours", "slate": "standard"}
 
+#: ``mixed_all``: the behaviours its users follow, in the order of `ArenaConfig.mixture_shares`
+MIXTURE = ("position_based", "satiation", "neighbours", "slate")
+
+
+def mixture_members(config: ArenaConfig) -> np.ndarray:
+    """Under ``mixed_all``, each user's behaviour, an index of `MIXTURE`: consecutive blocks of
+    round(cumulative share · X) users (users are exchangeable, so which ones is immaterial).  int[X]."""
+    bounds = np.round(np.cumsum(config.mixture_shares) * config.contexts)
+    return np.minimum(np.searchsorted(bounds, np.arange(config.contexts), side="right"), len(MIXTURE) - 1)
+
 
 def context_behaviours(config: ArenaConfig, behaviour: str) -> np.ndarray:
     """AIPS's true behaviour of every user, an index of `ope.AIPS_BEHAVIOURS` (`AIPS_BEHAVIOUR`):
     under ``mixed`` the first round(satiated_share · X) users cascade (they satiate) and the others
-    are independent.  int[X]."""
+    are independent; under ``mixed_all`` each user's own (`mixture_members`).  int[X]."""
+    if behaviour == "mixed_all":
+        codes = [ope.AIPS_BEHAVIOURS.index(AIPS_BEHAVIOUR[b]) for b in MIXTURE]
+        return np.asarray(codes)[mixture_members(config)]
     code = ope.AIPS_BEHAVIOURS.index(AIPS_BEHAVIOUR[behaviour])
     if behaviour == "mixed":
         return np.where(np.arange(config.contexts) < round(config.satiated_share * config.contexts), code, 0)
     return np.full(config.contexts, code)
 
 
+#: the satiation (`feed.SATIATED_BY`) of each behaviour's satiating users
+SATIATED_BY = {"satiation": "above", "mixed": "above", "neighbours": "neighbours", "slate": "slate"}
+
+
 def scenario(config: ArenaConfig, behaviour: str, w: World) -> feed.Scenario:
     view = feed.Exponential(jnp.float32(config.view_decay))
     if behaviour == "click_stops":
         view = feed.Cascade(view, jnp.float32(config.interaction))
-    satiates = behaviour in ("satiation", "mixed", "neighbours", "slate")
-    satiated_by = {"neighbours": "neighbours", "slate": "slate"}.get(behaviour, "above")
-    return feed.Scenario(view, (feed.from_table(w.quality),), jnp.full(config.contexts, 1.0 / config.contexts),
-                         signals=(SIGNAL,), satiation=config.interaction if satiates else 0.0,
-                         satiated_contexts=jnp.asarray(context_behaviours(config, behaviour) > 0)
-                         if behaviour == "mixed" else None, satiated_by=satiated_by)
+    activity = jnp.full(config.contexts, 1.0 / config.contexts)
+    quality = (feed.from_table(w.quality),)
+    if behaviour == "mixed_all":
+        members = np.asarray(MIXTURE)[mixture_members(config)]
+        return feed.Scenario(view, quality, activity, signals=(SIGNAL,), satiation=config.interaction,
+                             satiated_contexts=jnp.asarray(members != "position_based"), satiated_by="context",
+                             context_satiated_by=jnp.asarray([feed.SATIATED_BY.index(SATIATED_BY.get(b, "above"))
+                                                              for b in members], jnp.int32))
+    satiates = behaviour in SATIATED_BY
+    return feed.Scenario(view, quality, activity, signals=(SIGNAL,),
+                         satiation=config.interaction if satiates else 0.0, satiated_contexts=jnp.asarray(context_behaviours(config, behaviour) > 0)
+                         if behaviour == "mixed" else None, satiated_by=SATIATED_BY.get(behaviour, "above"))
 
 
 def estimators(data: ope.LoggedData, targets: dict) -> list[str]:

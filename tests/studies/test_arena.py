@@ -16,6 +16,7 @@ from simrec_studies import arena
 
 # the pilot log as long as the logs (6 x 1,000 sessions): one compilation of the simulator per cell;
 # two clipping values: two MSE figures
+CELLS = importlib.import_module("simrec_studies.arena.compute")    # the package's `compute` is the function
 TINY = dataclasses.replace(arena.PRESETS["smoke"], catalogues=(6,), sessions=(300, 1_000), replications=6,
                            contexts=10, pilot_sessions=6_000, m=(10.0, math.inf))
 
@@ -32,7 +33,8 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     mixed: for the first half of the users each rank's click probability times ∏ (1 − β q) over the
     ranks above (satiation), for the others the position-based one; slate: over the depth d
     (P(D = d) = γ^(d−1) − γ^d, γ^(K−1) at d = K), each viewed rank's click probability times
-    ∏ (1 − β q) over the other viewed ranks."""
+    ∏ (1 − β q) over the other viewed ranks; mixed_all: over the depth, each user's ranks satiated by
+    the partners of its own behaviour (none, above, the neighbours, every other viewed rank)."""
     records = pd.read_csv(run / "records.csv")
     w = arena.world(shared_key(jax.random.key(0), "world:6"), TINY, 6, TINY.group_sizes[0])
     order = np.argsort(-w.target_scores, axis=1, kind="stable")[:, :TINY.feed_length]
@@ -45,8 +47,16 @@ def test_the_truth_is_the_targets_exact_reward_computed_by_hand(run):
     slate = sum(at_depth[d - 1] * sum(q[:, i] * np.prod([1 - TINY.interaction * q[:, j] for j in range(d) if j != i],
                                                          axis=0) for i in range(d))
                 for d in range(1, TINY.feed_length + 1))
+    members = CELLS.mixture_members(TINY)                  # mixed_all: each user's own behaviour
+    assert np.array_equal(np.bincount(members, minlength=4), [2, 3, 3, 2])   # 10 users, shares of 1/4 each
+    partners = {"position_based": lambda i, j: False, "satiation": lambda i, j: j < i,
+                "neighbours": lambda i, j: abs(i - j) == 1, "slate": lambda i, j: j != i}
+    mixed_all = np.mean([sum(at_depth[d - 1] * q[x, i] * np.prod([1 - TINY.interaction * q[x, j] for j in range(d)
+                                                                   if partners[CELLS.MIXTURE[k]](i, j)])
+                             for d in range(1, TINY.feed_length + 1) for i in range(d))
+                         for x, k in enumerate(members)])
     expected = {"position_based": (q * view).sum(1).mean(), "mixed": (mixed * view).sum(1).mean(),
-                "slate": slate.mean()}
+                "slate": slate.mean(), "mixed_all": mixed_all}
     assert set(expected) == set(TINY.behaviours)
     truth = records[records.estimator == "truth"]
     assert set(truth.logger) == {"plackett_luce", "epsilon_greedy"}          # one truth per logger's cell
@@ -221,7 +231,6 @@ def test_mips_beside_dcg_names_where_its_groups_bias_offsets_the_behaviours():
     """`_mips_lines`: the median relative bias of MIPS and DCG per behaviour; a behaviour where DCG's
     bias has the opposite sign of MIPS's own (position-based) one and MIPS's is the smaller is named
     as an offset, not a win; one where both have the same sign is not."""
-    import importlib
     report = importlib.import_module("simrec_studies.arena.report")
     rows = [("position_based", "mips", -0.08), ("position_based", "dcg", 0.0), ("click_stops", "mips", 0.02),
             ("click_stops", "dcg", 0.13), ("satiation", "mips", -0.2), ("satiation", "dcg", -0.1)]
@@ -302,20 +311,19 @@ def test_a_plackett_luce_targets_truth_is_exact_by_rank_and_monte_carlo_with_the
     target's is exact (SE 0) under the position-based behaviour, within 4 SE of a Monte Carlo
     estimate, and a Monte Carlo mean with SE > 0 under click-stops, within 3 SE of a reference of
     twice the samples."""
-    compute = importlib.import_module("simrec_studies.arena.compute")
     config = dataclasses.replace(TINY, catalogues=(20,), target_temperature=0.7, truth_samples=2_000)
     w = arena.world(jax.random.key(0), config, 20, 3)
-    target = feed.Policy(feed.all_items(20), compute.target_ranker(config, w.target_scores), config.feed_length)
-    sort = feed.Policy(feed.all_items(20), compute.target_ranker(dataclasses.replace(config, target_temperature=0.0),
-                                                                 w.target_scores), config.feed_length)
-    position_based, click_stops = (compute.scenario(config, b, w) for b in ("position_based", "click_stops"))
+    target = feed.Policy(feed.all_items(20), CELLS.target_ranker(config, w.target_scores), config.feed_length)
+    sort = feed.Policy(feed.all_items(20), CELLS.target_ranker(dataclasses.replace(config, target_temperature=0.0),
+                                                           w.target_scores), config.feed_length)
+    position_based, click_stops = (CELLS.scenario(config, b, w) for b in ("position_based", "click_stops"))
     for scene in (position_based, click_stops):
-        value, se = compute.truth(jax.random.key(1), config, scene, sort)
+        value, se = CELLS.truth(jax.random.key(1), config, scene, sort)
         assert se == 0.0 and value == pytest.approx(float(feed.online_value(None, scene, sort).mean[0]))
-    value, se = compute.truth(jax.random.key(1), config, position_based, target)
+    value, se = CELLS.truth(jax.random.key(1), config, position_based, target)
     sampled = feed.online_value(jax.random.key(2), position_based, target, num_samples=4_000)
     assert se == 0.0 and abs(value - sampled.mean[0]) <= 4 * sampled.standard_error[0]
-    value, se = compute.truth(jax.random.key(1), config, click_stops, target)
+    value, se = CELLS.truth(jax.random.key(1), config, click_stops, target)
     reference = feed.online_value(jax.random.key(3), click_stops, target, num_samples=4_000)
     assert se > 0 and abs(value - reference.mean[0]) <= 3 * np.hypot(se, reference.standard_error[0])
 
