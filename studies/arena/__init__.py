@@ -84,8 +84,12 @@ those of every variant before it) with the variants ordered by their estimators'
 (weakest first) or by estimated SE, SLOPE over the clipping values of DCG alone (m descending: the
 paper's own use, a family whose bias grows and variance shrinks as m falls), the smallest
 estimated SE, the smallest plug-in estimate of the MSE (each variant's SE² plus its squared
-difference to unclipped SIPS, unbiased under every behaviour here, less SIPS's own SE²), and one
-fixed variant.
+difference to unclipped SIPS, unbiased under every behaviour here, less SIPS's own SE²), the
+smallest error on a second policy with a log of its own (the rival, as if deployed: each variant
+estimates the rival's value from the logger's log, and the one closest to the mean reward of the
+rival's own log of the same size is chosen; the non-adaptive pseudo-evaluation heuristic of the
+estimator-selection literature, Udagawa et al. AAAI'23, which tunes the choice to the rival's
+distribution shift instead of the target's), and one fixed variant.
 """
 from __future__ import annotations
 
@@ -228,6 +232,10 @@ COLUMNS = {
     "value_se": float,      # its standard error on the log (for the truth: its Monte Carlo SE, 0 when exact)
     "difference": float,    # the estimate of target − rival on the same log (or the truth); NaN as value
     "difference_se": float,  # its standard error (for the truth: as value_se)
+    "rival_value": float,   # the estimate of the rival's online reward per session on the same log (or its truth)
+    "rival_value_se": float,  # its standard error (for the truth: as value_se)
+    "rival_log": float,     # the rival's mean reward per session on its own log of N sessions (the same
+                            # replication), the yardstick of the selector "rival's own log"; NaN for the truth
 }
 
 # the parts a caller (and the tests) reach through the package; compute.py never imports report.py

@@ -184,9 +184,9 @@ def scenario(config: ArenaConfig, behaviour: str, w: World) -> feed.Scenario:
                              context_satiated_by=jnp.asarray([feed.SATIATED_BY.index(SATIATED_BY.get(b, "above"))
                                                               for b in members], jnp.int32))
     satiates = behaviour in SATIATED_BY
-    return feed.Scenario(view, quality, activity, signals=(SIGNAL,),
-                         satiation=config.interaction if satiates else 0.0, satiated_contexts=jnp.asarray(context_behaviours(config, behaviour) > 0)
-                         if behaviour == "mixed" else None, satiated_by=SATIATED_BY.get(behaviour, "above"))
+    mixed = jnp.asarray(context_behaviours(config, behaviour) > 0) if behaviour == "mixed" else None
+    return feed.Scenario(view, quality, activity, signals=(SIGNAL,), satiation=config.interaction if satiates else 0.0,
+                         satiated_contexts=mixed, satiated_by=SATIATED_BY.get(behaviour, "above"))
 
 
 def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
@@ -196,28 +196,32 @@ def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
 
 class Estimates(NamedTuple):
     """One estimator on a set of trajectories, f64[M] each: its value of the target with its standard
-    error, and the paired difference target − rival with its standard error (`ope.summarise`
-    against the rival)."""
+    error, the paired difference target − rival with its standard error (`ope.summarise` against
+    the rival), and its value of the rival with its standard error."""
     value: np.ndarray
     value_se: np.ndarray
     difference: np.ndarray
     difference_se: np.ndarray
+    rival_value: np.ndarray
+    rival_value_se: np.ndarray
 
 
 def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -> Estimates:
     """`Estimates` of one estimator from its contributions for the target and the rival; NaN at the
     m where a ratio estimator is undefined because a mean denominator is 0 (SN-SIPS when no logged
     ranking is one the target, or the rival, can show; SN-RIPS when, at some rank, no logged prefix is)."""
-    out = Estimates(*np.full((4, len(m)), np.nan))
+    out = Estimates(*np.full((len(Estimates._fields), len(m)), np.nan))
     defined = np.ones(len(m), bool)
     for part in (target, rival):
         if part.denominator is not None:
             defined &= (part.denominator.mean(axis=-1) > 0).reshape(len(m), -1).all(axis=1)
     if defined.any():
         kept = {("estimator", "T"): target.at(defined), ("estimator", "T2"): rival.at(defined)}
-        summary = ope.summarise(kept, m[defined], baseline="T2")["estimator", "T"]
+        summaries = ope.summarise(kept, m[defined], baseline="T2")
+        summary, of_rival = summaries["estimator", "T"], summaries["estimator", "T2"]
         out.value[defined], out.value_se[defined] = summary["value"], summary["value_se"]
         out.difference[defined], out.difference_se[defined] = summary["difference"], summary["se"]
+        out.rival_value[defined], out.rival_value_se[defined] = of_rival["value"], of_rival["value_se"]
     return out
 
 
@@ -246,7 +250,9 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     and its difference to the rival), then every estimator at every m on the first N sessions of
     each of the `replications` logs, for every N in `sessions`. The pilot log draws from
     fold_in(cell_key, 0), the logs from fold_in(cell_key, 1), a Monte Carlo truth of the target and
-    of its rival from fold_in(cell_key, 2) and fold_in(cell_key, 3) (`truth`)."""
+    of its rival from fold_in(cell_key, 2) and fold_in(cell_key, 3) (`truth`), and the rival's own
+    logs (one per replication, as if it were deployed: ``rival_log`` is its mean reward per session
+    on the first N sessions) from fold_in(cell_key, 4)."""
     n_items = cell["catalogue"]
     w = shared.worlds[n_items, cell["group_size"], cell["direct_effect"]]
     scene = scenario(config, cell["behaviour"], w)
@@ -262,11 +268,14 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
                                                   for i, policy in enumerate((target, rival)))
     rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": value,
              "value_se": value_se, "difference": value - rival_value,
-             "difference_se": float(np.hypot(value_se, rival_se))}]
+             "difference_se": float(np.hypot(value_se, rival_se)), "rival_value": rival_value,
+             "rival_value_se": rival_se, "rival_log": np.nan}]
 
     pilot = feed.simulate(jax.random.fold_in(key, 0), scene, logger, config.pilot_sessions)
     longest = max(config.sessions)
     log = feed.simulate(jax.random.fold_in(key, 1), scene, logger, config.replications * longest)
+    rival_log = feed.simulate(jax.random.fold_in(key, 4), scene, rival, config.replications * longest)
+    rival_rewards = np.asarray(jnp.sum(rival_log.rewards[0], axis=1), np.float64)        # f64[R · max N]
     reward_model = ope.click_rate_model(pilot, n_items, prior_views=config.prior_views)
     on = ope.from_log(log, {"R0": logger, "T": target, "T2": rival}, feed.position_model(scene.view),
                       reward_models={SIGNAL: reward_model}, slates=True,
@@ -282,9 +291,10 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
             some = ope.restrict(parts, rows_n)
             if pooled:                  # a choice made on this log alone (not on the other replications)
                 some.update(ope.contributions(*ope.subset(data, targets, rows_n), m, estimators=pooled))
+            on_policy = float(rival_rewards[rows_n].mean())
             for name in names:
                 found = estimate(some[name, "T"], some[name, "T2"], m)
                 rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),
-                          "value": float(value), "value_se": float(value_se), "difference": float(difference),
-                          "difference_se": float(se)} for mv, value, value_se, difference, se in zip(m, *found)]
+                          **{field: float(v) for field, v in zip(Estimates._fields, values)}, "rival_log": on_policy}
+                         for mv, *values in zip(m, *found)]
     return rows

@@ -186,6 +186,12 @@ def slope_choice(values: np.ndarray, standard_errors: np.ndarray, order: np.ndar
 #: (it weights the whole viewed ranking), noisy
 REFERENCE = ("sips", math.inf)
 ESTIMATED_MSE = "smallest estimated MSE, vs SIPS"
+#: the selector that scores every variant on a second policy with an on-policy log of its own (the
+#: rival, as if deployed): the variant whose estimate of the rival's value, from the logger's log,
+#: lies closest to the mean reward of the rival's own log of the same size. It is the non-adaptive
+#: pseudo-evaluation heuristic that Udagawa et al. (AAAI'23) compare their PAS-IF with (after Saito
+#: et al., 2021): it fits the choice to the rival's distribution shift, not the target's
+ON_POLICY = "smallest error on the rival's own log"
 
 
 def estimated_mse(values: np.ndarray, standard_errors: np.ndarray, reference: int) -> np.ndarray:
@@ -211,11 +217,13 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
     the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE;
     SLOPE over DCG's clipping values alone (m descending: bias grows and variance shrinks as m falls,
     SLOPE's own setting); the smallest estimated SE; the smallest estimated MSE (`estimated_mse`,
-    against unclipped SIPS); and the variant ``fixed`` (a `variant` name) for every setting (the
+    against unclipped SIPS); the smallest error on a policy whose value a log of its own shows
+    (`ON_POLICY`); and the variant ``fixed`` (a `variant` name) for every setting (the
     report passes the one that wins most settings: a choice made in hindsight over the whole
     arena)."""
     sq = _squared_errors(records)
-    se = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", "value_se"]]
+    se = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", "value_se",
+                                                "rival_value", "rival_log"]]
     sq = sq.merge(se, on=[*SETTING, "replication", "estimator", "m"])
     rows = []
     for setting, g in sq.groupby(SETTING, sort=False):
@@ -226,7 +234,7 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
         dcg_variants = by_variant[by_variant.index.get_level_values("estimator") == "dcg"]
         best_dcg = float(dcg_variants.min()) if len(dcg_variants) else np.nan
         chosen: dict[str, list] = {"SLOPE, by assumption": [], "SLOPE, by SE": [], "SLOPE over m, DCG": [],
-                                   "smallest SE": [], ESTIMATED_MSE: [], f"fixed: {fixed}": []}
+                                   "smallest SE": [], ESTIMATED_MSE: [], ON_POLICY: [], f"fixed: {fixed}": []}
         for _, log in g.groupby("replication"):
             best_error = float(log[(log.estimator == best[0]) & (log.m == best[1])].relative_squared_error.iloc[0])
             log = log[log.value_se > 0].reset_index(drop=True)
@@ -234,6 +242,7 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
             ses = log.value_se.to_numpy()
             values = log.value.to_numpy()
             dcg = np.flatnonzero(log.estimator.to_numpy() == "dcg")
+            rival_error = (log.rival_value - log.rival_log).pow(2).to_numpy()        # NaN where undefined
             picks = {"SLOPE, by assumption": slope_choice(values, ses, slope_order(log.estimator, log.m, ses)),
                      "SLOPE, by SE": slope_choice(values, ses),
                      "SLOPE over m, DCG": (slope_choice(values, ses, dcg[np.argsort(-log.m.to_numpy()[dcg])])
@@ -241,6 +250,7 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
                      "smallest SE": int(np.argmin(ses)),
                      ESTIMATED_MSE: (int(np.argmin(estimated_mse(values, ses, variants.index(REFERENCE))))
                                      if REFERENCE in variants else None),
+                     ON_POLICY: (int(np.nanargmin(rival_error)) if np.isfinite(rival_error).any() else None),
                      f"fixed: {fixed}": next((i for i, v in enumerate(variants) if variant(*v) == fixed), None)}
             for name, i in picks.items():
                 if i is not None:

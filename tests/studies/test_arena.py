@@ -153,17 +153,19 @@ def test_slope_walks_down_the_standard_errors_while_the_intervals_meet():
 
 
 def test_selection_regret_follows_from_the_records(run):
-    """SLOPE's, the smallest SE's and the smallest plug-in MSE's picks recomputed log by log from the
-    records (the last: SE² + max((V̂ − V̂_SIPS)² − SE_SIPS², 0), SIPS unclipped), their relative MSE
-    and the best variant's."""
-    estimated = importlib.import_module("simrec_studies.arena.report").ESTIMATED_MSE
+    """SLOPE's, the smallest SE's, the smallest plug-in MSE's and the rival's own log's picks
+    recomputed log by log from the records (the plug-in: SE² + max((V̂ − V̂_SIPS)² − SE_SIPS², 0),
+    SIPS unclipped; the rival's log: the smallest (rival estimate − the rival log's mean)²), their
+    relative MSE and the best variant's."""
+    report = importlib.import_module("simrec_studies.arena.report")
+    estimated, on_policy = report.ESTIMATED_MSE, report.ON_POLICY
     records = pd.read_csv(run / "records.csv")
     selected = arena.selection(records, arena.winners(records).winner.value_counts().index[0])
-    names = ["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", estimated]
+    names = ["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", estimated, on_policy]
     assert set(selected.selector) >= set(names)
     truth = records[records.estimator == "truth"]
     picked = selected[selected.selector.isin(names)]
-    for _, row in picked.sample(15, random_state=2).iterrows():
+    for _, row in picked.groupby("selector").sample(3, random_state=2).iterrows():
         logs = records[(records.behaviour == row.behaviour) & (records.sessions == row.sessions)
                        & (records.logger == row.logger) & (records.estimator != "truth")]
         true = truth[(truth.behaviour == row.behaviour) & (truth.logger == row.logger)].value.iloc[0]
@@ -179,6 +181,9 @@ def test_selection_regret_follows_from_the_records(run):
                 ref = int(np.flatnonzero((log.estimator == "sips") & np.isinf(log.m))[0])
                 v = log.value.to_numpy()
                 i = int(np.argmin(se ** 2 + np.maximum((v - v[ref]) ** 2 - se[ref] ** 2, 0.0)))
+            elif row.selector == on_policy:
+                assert log.rival_log.nunique() == 1                       # one rival log per replication and N
+                i = int(np.nanargmin((log.rival_value - log.rival_log) ** 2))
             else:
                 i = int(np.argmin(se)) if order is None else arena.slope_choice(log.value.to_numpy(), se, order)
             errors.append(((log.value[i] - true) / true) ** 2)
@@ -187,6 +192,22 @@ def test_selection_regret_follows_from_the_records(run):
         dcg = logs[logs.estimator == "dcg"]
         assert row["best DCG relative MSE"] == pytest.approx(
             (((dcg.value - true) / true) ** 2).groupby(dcg.m).mean().min())
+
+
+def test_the_rivals_own_logs_average_to_its_truth(run):
+    """``rival_log``, the mean reward of the rival's own log of N sessions, is an on-policy mean: over
+    the replications it lies within 4 SE of the rival's exact value in every cell (the seed is
+    fixed), and ``rival_value`` of the truth row is that exact value (target − difference)."""
+    records = pd.read_csv(run / "records.csv")
+    keys = ["behaviour", "catalogue", "logger", "exploration"]
+    truth = records[records.estimator == "truth"].set_index(keys)
+    np.testing.assert_allclose(truth.rival_value, truth.value - truth.difference, rtol=1e-12)
+    logs = records[(records.estimator == "dcg") & (records.sessions == max(TINY.sessions))]
+    per_log = logs.groupby([*keys, "replication"]).rival_log.agg(["first", "nunique"])
+    assert (per_log["nunique"] == 1).all()
+    summary = per_log["first"].groupby(level=keys).agg(["mean", "std", "size"])
+    z = (summary["mean"] - truth.rival_value.reindex(summary.index)) / (summary["std"] / np.sqrt(summary["size"]))
+    assert (z.abs() <= 4).all(), z
 
 
 def test_outputs_and_manifest(run):
