@@ -530,6 +530,7 @@ def _selection_lines(selected: pd.DataFrame) -> list[str]:
              "over catalogues and loggers, and the settings where its regret lies beyond 2 SE:", ""]
     ratio = selected.assign(ratio=selected["relative MSE"] / selected["best relative MSE"],
                             worse=selected.regret > reporting.Z * selected["regret SE"])
+    best_from_log = []
     for (behaviour, sessions), g in ratio.groupby(["behaviour", "sessions"], sort=False):
         parts = g.groupby("selector", sort=False).agg(ratio=("ratio", "median"), worse=("worse", "sum"),
                                                       settings=("worse", "size"))
@@ -538,6 +539,14 @@ def _selection_lines(selected: pd.DataFrame) -> list[str]:
         lines.append(f"- {behaviour}, N = {int(sessions):,}: " + "; ".join(
             f"{name} {r.ratio:.2f}×" + (f" ({own:.2f}× DCG's best m)" if name == "SLOPE over m, DCG" else "")
             + f" ({int(r.worse)} of {int(r.settings)} worse)" for name, r in parts.iterrows()))
+        from_log = parts[~parts.index.str.startswith("fixed: ")].ratio
+        if from_log.notna().any():
+            best_from_log.append(from_log.idxmin())
+    if best_from_log:
+        counts = sorted(pd.Series(best_from_log).value_counts().items(), key=lambda item: (-item[1], item[0]))
+        lines += ["", "The selector with the smallest median multiple among those that choose from the log (not the "
+                  f"fixed variant), over the {len(best_from_log)} pairs of behaviour and log size: " + "; ".join(
+                      f"{name} in {n}" for name, n in counts) + "."]
     return lines
 
 
@@ -649,8 +658,13 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
               "value with 30 % noise, on fresh simulated logs, which a practitioner's log does not give); "
               "the plug-in MSE selector's reference, unclipped SIPS, is unbiased here but its SE is too small on "
               "most logs (above), so the rule reads the reference's own error as every other variant's bias and "
-              "tends to choose the reference family (SIPS, β-SIPS) itself; the PAS-IF and resampling selectors "
-              "are not implemented yet."]
+              "tends to choose the reference family (SIPS, β-SIPS) itself; the selector on the rival's own log "
+              "needs a second policy that was deployed (its on-policy log here has the same size as the "
+              "logger's), and it tunes the choice to the rival's distribution shift, not the target's; PAS-IF "
+              "(Udagawa et al., AAAI'23) is not built: it subsamples the log into pseudo-logger and "
+              "pseudo-target logs, whose item and prefix marginals (what DCG, RIPS, MIPS and AIPS weigh by) have "
+              "no closed form for a ranking logger, and a feed log does not show the unviewed ranks that the "
+              "subsampling rule would read."]
     return "\n".join(lines)
 
 
@@ -762,7 +776,8 @@ def _mips_lines(config: ArenaConfig, unclipped: pd.DataFrame) -> list[str]:
         text += (f" Where DCG is unbiased (position-based), MIPS's groups alone bias it by {own:+.3f}, "
                  "the users' tastes differing within a group.")
     if offset:
-        text += (f" Under {' and '.join(offset)} DCG's bias has the opposite sign, so MIPS's smaller error there "
+        listed = offset[0] if len(offset) == 1 else f"{', '.join(offset[:-1])} and {offset[-1]}"
+        text += (f" Under {listed} DCG's bias has the opposite sign, so MIPS's smaller error there "
                  "comes from the two biases offsetting each other in this world, not from modelling the behaviour.")
     return ["", text]
 

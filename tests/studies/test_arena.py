@@ -194,6 +194,20 @@ def test_selection_regret_follows_from_the_records(run):
             (((dcg.value - true) / true) ** 2).groupby(dcg.m).mean().min())
 
 
+def test_the_best_selector_from_the_log_is_counted_from_the_selection_table(run):
+    """The README names, per (behaviour, N), the selector (not the fixed variant) with the smallest
+    median multiple of the best variant's relative MSE, counted over the pairs."""
+    table = pd.read_csv(run / "table_selection.csv")
+    table = table[~table.selector.str.startswith("fixed: ")].assign(
+        ratio=lambda t: t["relative MSE"] / t["best relative MSE"])
+    medians = table.groupby(["behaviour", "sessions", "selector"]).ratio.median()
+    best = medians.groupby(level=["behaviour", "sessions"]).apply(lambda m: m.droplevel([0, 1]).idxmin())
+    counts = sorted(best.value_counts().items(), key=lambda item: (-item[1], item[0]))
+    text = (run / "README.md").read_text()
+    expected = "; ".join(f"{name} in {n}" for name, n in counts)
+    assert f"over the {len(best)} pairs of behaviour and log size: {expected}." in text
+
+
 def test_the_rivals_own_logs_average_to_its_truth(run):
     """``rival_log``, the mean reward of the rival's own log of N sessions, is an on-policy mean: over
     the replications it lies within 4 SE of the rival's exact value in every cell (the seed is
