@@ -253,5 +253,5 @@ STUDY = Study(
                 "(position-based, click-stops, satiation, mixed, neighbours, whole slate, a mix of four), log size, "
                 "catalogue size and logger (Plackett–Luce, ε-greedy) and its exploration",
     presets=PRESETS, cells=cells, setup=setup, compute=compute, report=report, columns=COLUMNS,
-    expected_seconds={"smoke": 55, "default": 320, "paper": 8400, "mips": 120, "pl_target": 240, "scale": 560,
-                      "long_slates": 490})
+    expected_seconds={"smoke": 55, "default": 330, "paper": 8400, "mips": 120, "pl_target": 280, "scale": 420,
+                      "long_slates": 470})

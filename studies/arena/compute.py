@@ -167,8 +167,8 @@ def context_behaviours(config: ArenaConfig, behaviour: str) -> np.ndarray:
     return np.full(config.contexts, code)
 
 
-#: the satiation (`feed.SATIATED_BY`) of each behaviour's satiating users
-SATIATED_BY = {"satiation": "above", "mixed": "above", "neighbours": "neighbours", "slate": "slate"}
+#: which viewed items satiate (one of `feed.SATIATED_BY`) the satiating users of each behaviour
+SATIATED_BY_BEHAVIOUR = {"satiation": "above", "mixed": "above", "neighbours": "neighbours", "slate": "slate"}
 
 
 def scenario(config: ArenaConfig, behaviour: str, w: World) -> feed.Scenario:
@@ -179,14 +179,14 @@ def scenario(config: ArenaConfig, behaviour: str, w: World) -> feed.Scenario:
     quality = (feed.from_table(w.quality),)
     if behaviour == "mixed_all":
         members = np.asarray(MIXTURE)[mixture_members(config)]
+        kinds = [feed.SATIATED_BY.index(SATIATED_BY_BEHAVIOUR.get(b, "above")) for b in members]
         return feed.Scenario(view, quality, activity, signals=(SIGNAL,), satiation=config.interaction,
                              satiated_contexts=jnp.asarray(members != "position_based"), satiated_by="context",
-                             context_satiated_by=jnp.asarray([feed.SATIATED_BY.index(SATIATED_BY.get(b, "above"))
-                                                              for b in members], jnp.int32))
-    satiates = behaviour in SATIATED_BY
-    mixed = jnp.asarray(context_behaviours(config, behaviour) > 0) if behaviour == "mixed" else None
+                             context_satiated_by=jnp.asarray(kinds, jnp.int32))
+    satiates = behaviour in SATIATED_BY_BEHAVIOUR
+    satiating_users = jnp.asarray(context_behaviours(config, behaviour) > 0) if behaviour == "mixed" else None
     return feed.Scenario(view, quality, activity, signals=(SIGNAL,), satiation=config.interaction if satiates else 0.0,
-                         satiated_contexts=mixed, satiated_by=SATIATED_BY.get(behaviour, "above"))
+                         satiated_contexts=satiating_users, satiated_by=SATIATED_BY_BEHAVIOUR.get(behaviour, "above"))
 
 
 def estimators(data: ope.LoggedData, targets: dict) -> list[str]:
