@@ -315,16 +315,21 @@ def _figure_cascade_dr(table: pd.DataFrame):
     return fig
 
 
-def _winner_lines(table: pd.DataFrame, value_column: str, keys: list[str]) -> list[str]:
+def _winner_lines(table: pd.DataFrame, value_column: str) -> list[str]:
+    """Per point of each sweep (``sweep``, ``value``), the estimator with the smallest ``value_column``."""
     lines = []
-    for point, g in table.groupby(keys, sort=False):
+    for (sweep, value), g in table.groupby(["sweep", "value"], sort=False):
         best = g.loc[g[value_column].idxmin()]
-        lines.append(f"{dict(zip(keys, point))}: {LABELS[best.estimator]} ({best[value_column]:.3g})")
+        lines.append(f"{SWEEP_LABELS[sweep]} = {value:,g}: {LABELS[best.estimator]} ({best[value_column]:.3g})")
     return lines
 
 
 def _summary(config: SlatePapersConfig, aips: pd.DataFrame | None, cdr: pd.DataFrame | None,
              orderings: dict[str, pd.DataFrame]) -> str:
+    from simrec_studies.slate_papers import PRESETS                 # the package imports this module first
+    paper = PRESETS["paper"]
+    runs = (config.aips.runs if config.aips else 0, config.cascade_dr.runs if config.cascade_dr else 0)
+    paper_runs = (paper.aips.runs, paper.cascade_dr.runs)
     lines = ["# The synthetic experiments of the Cascade-DR and AIPS papers, with the exact truth", "",
              "Kiyohara et al. evaluate Cascade-DR (WSDM'22) and adaptive IPS (KDD'23) on Open Bandit Pipeline's "
              "slot-wise synthetic slates: every slot draws one of a few actions independently, with replacement, and "
@@ -351,7 +356,7 @@ def _summary(config: SlatePapersConfig, aips: pd.DataFrame | None, cdr: pd.DataF
                   f"{r.rel_variance:.3g} | {reporting.number(r.paper_rel_mse)} |"
                   for e, r in default.iterrows()]
         lines += ["", "Smallest relative MSE per point (`table_aips` has every number): "]
-        lines += [f"- {line}" for line in _winner_lines(aips, "rel_mse", ["sweep", "value"])]
+        lines += [f"- {line}" for line in _winner_lines(aips, "rel_mse")]
         frame = orderings["aips"]
         estimated = (frame.better == "aips_chosen") | (frame.worse == "aips_chosen")
         for name, part in (("IPS, IIPS, RIPS and AIPS (true)", frame[~estimated]),
@@ -406,8 +411,9 @@ def _summary(config: SlatePapersConfig, aips: pd.DataFrame | None, cdr: pd.DataF
               "shared by the slots of a round as in the paper's code, but drawn per run (the code reuses one fixed "
               "draw in every run).",
               f"- **Runs.** The papers average 1,000 (AIPS) and about 670 (Cascade-DR) runs per point; here "
-              f"{config.aips.runs if config.aips else 0:,} and {config.cascade_dr.runs if config.cascade_dr else 0:,} "
-              f"(the `paper` preset: 1,000 and 200), so the smaller of the papers' differences can be ties here.", ""]
+              f"{runs[0]:,} and {runs[1]:,}" + ("" if runs == paper_runs else
+                                                 f" (the `paper` preset: {paper_runs[0]:,} and {paper_runs[1]:,})")
+              + ", so the smaller of the papers' differences can be ties here.", ""]
     lines += ["Reproduce: `simrec run slate_papers` (presets: smoke, default, paper).", ""]
     return "\n".join(lines)
 
