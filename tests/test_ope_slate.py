@@ -493,6 +493,52 @@ def test_a_pooled_estimator_is_computed_on_the_subset_itself_not_restricted():
         ope.subset(data, targets, np.zeros(2_000, bool))
 
 
+def test_weighted_values_are_each_copys_own_estimate():
+    """`weighted_values` of every per-trajectory estimator (mean, ratio, sum of ratios, control
+    variate) equals `summarise` of its contributions restricted to the copy: all ones is the whole
+    log, a 0/1 mask a subset, counts a resample with replacement (rows repeated), a copy per m its
+    own; an empty copy (or a ratio's zero denominator) is NaN; pooled estimators and bad weights
+    are refused by name."""
+    scenario = _scenario("mixed")
+    log = feed.simulate(jax.random.key(9), scenario, LOGGER, 1_500)
+    on = ope.from_log(log, {"R0": LOGGER, "T": TARGET}, scenario.view, slates=True,
+                      context_behaviours=np.where(MIXED, 1, 0), reward_models={"click": QUALITY})
+    data, targets = _signal(on)
+    options = {"target_views": 2.0}
+    parts = {key: c for key, c in ope.contributions(data, targets, M_VALUES, options=options).items()
+             if not ope.ESTIMATORS[key[0]].pooled}
+    kinds = {name: ("ratio" if c.denominator is not None else "control" if c.control is not None else "mean")
+             for (name, _), c in parts.items()}
+    assert {"mean", "ratio", "control"} <= set(kinds.values()) and parts["snrips", "T"].numerator.ndim == 3
+    n = data.rewards.shape[0]
+    rng = np.random.default_rng(0)
+    mask = rng.uniform(size=n) < 0.3
+    draws = rng.integers(0, n, n)                                     # a bootstrap resample
+    weights = np.stack([np.ones(n), mask, np.bincount(draws, minlength=n)])
+    got = ope.weighted_values(parts, weights)
+    for s, rows in enumerate((np.arange(n), np.flatnonzero(mask), np.sort(draws))):
+        want = ope.summarise(ope.restrict(parts, rows), M_VALUES)
+        for key in parts:
+            np.testing.assert_allclose(got[key][:, s], want[key]["value"], rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{key}, copy {s}")
+    per_m = np.stack([np.roll(weights, i, axis=0) for i in range(len(M_VALUES))])     # f[M, S, N]
+    by_m = ope.weighted_values(parts, per_m)
+    for i in range(len(M_VALUES)):
+        for key in parts:
+            np.testing.assert_allclose(by_m[key][i], ope.weighted_values(parts, per_m[i])[key][i], rtol=1e-12)
+    empty = ope.weighted_values(parts, np.zeros((1, n)))
+    assert all(np.isnan(v).all() for v in empty.values())
+    never = np.where(np.asarray(parts["snsips", "T"].denominator)[-1] > 0, 0.0, 1.0)    # no ranking T shows
+    assert 0 < never.sum() < n
+    assert np.isnan(ope.weighted_values({("snsips", "T"): parts["snsips", "T"]}, never[None])["snsips", "T"]).all()
+    with pytest.raises(ValueError, match="aips_chosen pool"):
+        ope.weighted_values(ope.contributions(data, targets, M_VALUES, estimators=["aips_chosen"]), weights)
+    with pytest.raises(ValueError, match=r"f\[S, N\] or f\[M, S, N\]"):
+        ope.weighted_values(parts, weights[:, :-1])
+    with pytest.raises(ValueError, match=">= 0"):
+        ope.weighted_values(parts, -weights)
+
+
 # ---- IPS over action sets on factorised slates ---------------------------------------------------
 
 def _factorised_log(seed=0, n=200, k=4):

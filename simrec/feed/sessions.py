@@ -227,7 +227,7 @@ def scenario_quality(scenario: Scenario, contexts: jax.Array, quality: jax.Array
     if scenario.satiation <= 0:
         return quality
 
-    def per_context(values):                                   # f32|i32|bool[B] -> broadcast against quality
+    def per_context(values):                                   # f32|i32|bool[X] -> broadcast against quality
         return values[contexts].reshape((1, -1) + (1,) * (quality.ndim - 2))
 
     if scenario.satiated_by == "context":

@@ -46,7 +46,8 @@ from simrec.ope.slate import (aips_parts, checked_behaviours, choose_behaviours,
                               ranking_weight, trajectory_cascade_dr, trajectory_rips, trajectory_sips)
 
 __all__ = ["LoggedData", "Target", "Contribution", "Estimator", "ESTIMATORS", "register", "lookup",
-           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict", "subset"]
+           "contributions", "summarise", "compare", "COMPARE_COLUMNS", "OnLog", "from_log", "restrict", "subset",
+           "weighted_values"]
 
 
 @dataclass(frozen=True)
@@ -608,3 +609,64 @@ def restrict(parts: Mapping[tuple[str, str], Contribution], rows) -> dict[tuple[
     if (not rows.any()) if rows.dtype == np.bool_ else rows.size == 0:
         raise ValueError("rows selects no trajectory")
     return {key: c.at(rows=rows) for key, c in parts.items()}
+
+
+def weighted_values(parts: Mapping[tuple[str, str], Contribution], weights) -> dict[tuple[str, str], np.ndarray]:
+    """Every contribution's estimate on S reweighted copies of the log at once, for estimator
+    selection by resampling (cross-validation folds, bootstrap resamples): row s of ``weights``
+    gives each trajectory's multiplicity in copy s (a 0/1 mask: the subset, as `restrict`; counts:
+    a resample with replacement). With W_s = Σ_τ w_sτ, copy s's estimate is
+
+        mean:            Σ_τ w_sτ f_τ / W_s                     (NaN values skipped, as `summarise`)
+        ratio:           s · Σ_τ w_sτ a_τ / Σ_τ w_sτ b_τ        (summed over k for a sum of ratios)
+        control variate: f̄_s − β̂_s ḡ_s,  β̂_s = Σ w (f − f̄_s)(g − ḡ_s) / Σ w (g − ḡ_s)²   (0 where g is constant)
+
+    which is `summarise`'s value of the copy's own contributions; NaN where a copy has no weight
+    (or, for a ratio, a zero denominator: no trajectory in it the target can show).
+
+    parts: `contributions` over N trajectories (not a `pooled` estimator's: compute it on `subset`
+    of the data instead); weights: f[S, N], or f[M, S, N] for a different copy at each of the M
+    clipping values, every weight >= 0. Returns {(estimator, target): f64[M, S]}."""
+    pooled = sorted({name for name, _ in parts if name in ESTIMATORS and ESTIMATORS[name].pooled})
+    if pooled:
+        raise ValueError(f"{', '.join(pooled)} pool the log's trajectories (Estimator.pooled): reweighting their "
+                         f"contributions is not their estimate on the copy; compute them on ope.subset(...)")
+    weights = np.asarray(weights, np.float64)
+    sizes = {c.numerator.shape[-1] for c in parts.values()}
+    if len(sizes) > 1 or weights.ndim not in (2, 3) or (sizes and weights.shape[-1] not in sizes):
+        raise ValueError(f"weights must be f[S, N] or f[M, S, N] with N the parts' number of trajectories "
+                         f"{sorted(sizes)}, got shape {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("weights must be finite and >= 0 (each trajectory's multiplicity in a copy)")
+
+    def total(w, x):                         # Σ_τ w_sτ x_τ: w f[S, N] | f[M, S, N], x f[M, ..., N] -> f64[M, ..., S]
+        if w.ndim == 2:
+            return np.einsum("...n,sn->...s", x, w)
+        return np.einsum("m...n,msn->m...s", x, w)
+
+    out = {}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for key, c in parts.items():
+            if c.denominator is not None:
+                ratio = c.scale * total(weights, c.numerator) / np.where(
+                    (b := total(weights, c.denominator)) > 0, b, np.nan)
+                out[key] = ratio.sum(axis=-2) if ratio.ndim == 3 else ratio
+                continue
+            if c.control is None:
+                finite = np.isfinite(c.numerator)
+                kept = total(weights, finite.astype(np.float64))
+                out[key] = total(weights, np.where(finite, c.numerator, 0.0)) / np.where(kept > 0, kept, np.nan)
+                continue
+            # centred on the whole log's means first (β̂ is shift-invariant): the copies' moments stay accurate
+            f = c.numerator - c.numerator.mean(axis=-1, keepdims=True)
+            g = c.control - c.control.mean(axis=-1, keepdims=True)
+            size = total(weights, np.ones_like(f))
+            size = np.where(size > 0, size, np.nan)
+            f_bar, g_bar = total(weights, f) / size, total(weights, g) / size
+            squares = total(weights, g * g)
+            spread = squares - size * g_bar ** 2
+            varies = spread > 1e-12 * squares           # not g constant on the copy (up to rounding)
+            beta = np.where(varies, (total(weights, f * g) - size * f_bar * g_bar) / np.where(varies, spread, 1.0), 0.0)
+            shift_f, shift_g = c.numerator.mean(axis=-1)[:, None], c.control.mean(axis=-1)[:, None]
+            out[key] = (f_bar + shift_f) - beta * (g_bar + shift_g)
+    return out

@@ -4,6 +4,7 @@ items above), and every estimator's value of the target and difference to the ri
 of independent logs."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
 
 __all__ = ["cells", "Shared", "setup", "world", "item_groups", "target_ranker", "truth", "estimators", "Estimates",
-           "estimate", "compute"]
+           "estimate", "VALIDATOR", "training_sizes", "cross_validation_errors", "cross_validate", "compute"]
 
 SIGNAL = "click"
 
@@ -225,6 +226,105 @@ def estimate(target: ope.Contribution, rival: ope.Contribution, m: np.ndarray) -
     return out
 
 
+#: the validator of the cross-validation selector: unclipped SIPS, unbiased under every behaviour of
+#: the arena (it weights the whole viewed ranking)
+VALIDATOR = ("sips", math.inf)
+
+
+def training_sizes(standard_errors: np.ndarray, validator_se: float, n: int) -> np.ndarray:
+    """The training set's size of each variant in off-policy cross-validation (Cief et al.,
+    AAAI'25): the share of the n sessions that balances the two sides' variances,
+    n_train = n · SE_v² / (SE_v² + SE_val²) (one half where both are 0), kept within [2, n − 2] so
+    that both sides have a standard error. standard_errors: f64[M] (NaN: no size, 0 returned).
+    Returns int[M]."""
+    variance, validator = np.asarray(standard_errors, np.float64) ** 2, validator_se ** 2
+    total = variance + validator
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, variance / np.where(total > 0, total, 1.0), 0.5)
+        share = np.where(np.isnan(variance), np.nan, share)
+    sizes = np.clip(np.round(share * n), 2, n - 2)
+    return np.where(np.isfinite(sizes), sizes, 0).astype(np.int64)
+
+
+def cross_validation_errors(values: np.ndarray, validator: np.ndarray, training: np.ndarray) -> np.ndarray:
+    """Each variant's mean squared difference between its estimate on a training split and the
+    validator's on the rest of the log, with its standard error over the splits (the one-standard-
+    error rule's margin): E[(V̂_train − V̂_val)²] = MSE(V̂ on n_train sessions) + Var(V̂_val), the
+    validator being unbiased and independent of the training split. values: f64[M, S] the variant's
+    estimate on each of S training splits; validator: f64[N] the validator's per-session terms;
+    training: bool[M, S, N] the splits. Splits where an estimate is undefined (NaN) are skipped.
+    Returns f64[2, M]: the mean and its standard error (NaN with fewer than 2 defined splits)."""
+    held_out = ~training
+    validation = (held_out * validator).sum(axis=-1) / held_out.sum(axis=-1)
+    squared = (values - validation) ** 2
+    defined = np.isfinite(squared)
+    count = defined.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(defined, squared, 0.0).sum(axis=-1) / count
+        variance = np.where(defined, (squared - mean[:, None]) ** 2, 0.0).sum(axis=-1) / (count - 1)
+    enough = count >= 2
+    standard_error = np.sqrt(variance / np.maximum(count, 1))
+    return np.stack([np.where(enough, mean, np.nan), np.where(enough, standard_error, np.nan)])
+
+
+def _aips_chosen_on_splits(data: ope.LoggedData, target: ope.Target, rows: np.ndarray, training: np.ndarray,
+                           m: np.ndarray) -> np.ndarray:
+    """AIPS choosing each user's behaviour from the log (the registry's ``aips_chosen``: the choice
+    by `ope.choose_behaviours` among the unclipped estimates, then each session's chosen estimate at
+    every m) on each training split, the choice made from the split's sessions alone: every
+    behaviour's per-session estimates (`ope.aips_parts`) computed once for the log's sessions
+    ``rows`` (int[n]), so no split recompiles for its own size. training: bool[M, S, n]. Returns
+    f64[M, S]."""
+    arrays = [np.asarray(a)[rows] for a in (data.rewards, data.viewed, data.logging_exposure, target.exposure,
+                                            data.logging_prefix, target.prefix)]
+    parts = np.asarray(ope.aips_parts(*arrays, m), np.float64)                                        # [B, M, n]
+    unclipped = np.flatnonzero(np.isinf(m))
+    at_inf = parts[:, unclipped[0]] if unclipped.size else np.asarray(ope.aips_parts(*arrays, np.inf), np.float64)
+    contexts = np.asarray(data.contexts)[rows]
+    values = np.full(training.shape[:2], np.nan)
+    for i, s in np.ndindex(*training.shape[:2]):
+        train = np.flatnonzero(training[i, s])
+        if train.size:
+            chosen = ope.choose_behaviours(contexts[train], at_inf[:, train])
+            values[i, s] = parts[chosen, i, train].mean()
+    return values
+
+
+def cross_validate(key, splits: int, data: ope.LoggedData, targets: dict, parts: dict, found: dict[str, Estimates],
+                   rows: np.ndarray, m: np.ndarray) -> dict[str, np.ndarray]:
+    """Off-policy cross-validation (OCV, Cief et al., AAAI'25) of every estimator of the target on
+    one log: ``splits`` random splits of its sessions (permutations from ``key``, shared by the
+    variants), each variant trained on `training_sizes` of them and scored against `VALIDATOR` on
+    the rest (`cross_validation_errors`). A per-session estimator is evaluated on every split at once
+    (`ope.weighted_values`); AIPS choosing the behaviour from the log makes its choice on each
+    training split's sessions (`_aips_chosen_on_splits`).
+
+    data, targets: the whole log (every replication); parts: the contributions of its sessions
+    ``rows`` (int[n]) as `ope.restrict` gives them (a pooled estimator's as computed on them);
+    found: `estimate` of each estimator there. Returns {estimator: f64[2, M]}, the mean squared
+    error and its standard error over the splits, NaN where a variant is undefined or without the
+    validator. Raises ValueError for a pooled estimator other than AIPS's."""
+    name, at_m = VALIDATOR
+    at = np.flatnonzero(m == at_m)
+    if name not in found or not at.size or not np.isfinite(found[name].value_se[at[0]]):
+        return {estimator: np.full((2, len(m)), np.nan) for estimator in found}
+    n = len(rows)
+    validator_se, validator = float(found[name].value_se[at[0]]), parts[name, "T"].numerator[at[0]]
+    ranks = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(key, splits)))  # int[S, n]
+    out = {}
+    for estimator, estimates in found.items():
+        sizes = training_sizes(estimates.value_se, validator_se, n)                                     # int[M]
+        training = ranks[None] < sizes[:, None, None]                                                   # bool[M, S, n]
+        if estimator == "aips_chosen":
+            values = _aips_chosen_on_splits(data, targets["T"], rows, training, m)
+        elif ope.ESTIMATORS[estimator].pooled:
+            raise ValueError(f"cross_validate has no split rule for the pooled estimator {estimator}")
+        else:
+            values = ope.weighted_values({(estimator, "T"): parts[estimator, "T"]}, training)[estimator, "T"]
+        out[estimator] = np.where(sizes > 0, cross_validation_errors(values, validator, training), np.nan)
+    return out
+
+
 def target_ranker(config: ArenaConfig, scores: np.ndarray):
     """The target's (or its rival's) ranker: Sort of `scores` (deterministic, as deployed), or
     Plackett–Luce over them at `target_temperature` when it is > 0."""
@@ -252,7 +352,9 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     fold_in(cell_key, 0), the logs from fold_in(cell_key, 1), a Monte Carlo truth of the target and
     of its rival from fold_in(cell_key, 2) and fold_in(cell_key, 3) (`truth`), and the rival's own
     logs (one per replication, as if it were deployed: ``rival_log`` is its mean reward per session
-    on the first N sessions) from fold_in(cell_key, 4)."""
+    on the first N sessions) from fold_in(cell_key, 4), and each log's cross-validation splits
+    (`cross_validate`: ``cv_error``, ``cv_error_se``) from fold_in(fold_in(fold_in(cell_key, 5),
+    replication), N)."""
     n_items = cell["catalogue"]
     w = shared.worlds[n_items, cell["group_size"], cell["direct_effect"]]
     scene = scenario(config, cell["behaviour"], w)
@@ -269,7 +371,7 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     rows = [{**head, "sessions": 0, "replication": -1, "estimator": "truth", "m": np.nan, "value": value,
              "value_se": value_se, "difference": value - rival_value,
              "difference_se": float(np.hypot(value_se, rival_se)), "rival_value": rival_value,
-             "rival_value_se": rival_se, "rival_log": np.nan}]
+             "rival_value_se": rival_se, "rival_log": np.nan, "cv_error": np.nan, "cv_error_se": np.nan}]
 
     pilot = feed.simulate(jax.random.fold_in(key, 0), scene, logger, config.pilot_sessions)
     longest = max(config.sessions)
@@ -284,6 +386,7 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
     m = np.asarray(config.m, np.float64)
     names = estimators(data, targets)
     pooled = [name for name in names if ope.ESTIMATORS[name].pooled]
+    cv_key = jax.random.fold_in(key, 5)
     parts = ope.contributions(data, targets, m, estimators=[name for name in names if name not in pooled])
     for r in range(config.replications):
         for n in sorted(config.sessions):
@@ -292,9 +395,12 @@ def compute(key, config: ArenaConfig, cell: dict, shared: Shared) -> list[dict]:
             if pooled:                  # a choice made on this log alone (not on the other replications)
                 some.update(ope.contributions(*ope.subset(data, targets, rows_n), m, estimators=pooled))
             on_policy = float(rival_rewards[rows_n].mean())
+            found = {name: estimate(some[name, "T"], some[name, "T2"], m) for name in names}
+            validated = cross_validate(jax.random.fold_in(jax.random.fold_in(cv_key, r), n), config.cv_splits, data,
+                                       targets, some, found, rows_n, m)
             for name in names:
-                found = estimate(some[name, "T"], some[name, "T2"], m)
                 rows += [{**head, "sessions": n, "replication": r, "estimator": name, "m": float(mv),
-                          **{field: float(v) for field, v in zip(Estimates._fields, values)}, "rival_log": on_policy}
-                         for mv, *values in zip(m, *found)]
+                          **{field: float(v) for field, v in zip(Estimates._fields, values)}, "rival_log": on_policy,
+                          "cv_error": float(cv), "cv_error_se": float(cv_se)}
+                         for mv, cv, cv_se, *values in zip(m, *validated[name], *found[name])]
     return rows

@@ -13,6 +13,7 @@ import scipy.stats
 from simrec import ope, reporting
 from simrec.reporting import Claim
 from simrec.runner import Report
+from simrec_studies.arena.compute import VALIDATOR
 
 if TYPE_CHECKING:
     from simrec_studies.arena import ArenaConfig
@@ -183,8 +184,8 @@ def slope_choice(values: np.ndarray, standard_errors: np.ndarray, order: np.ndar
 
 
 #: the reference of `estimated_mse`: unclipped SIPS, unbiased under every behaviour of the arena
-#: (it weights the whole viewed ranking), noisy
-REFERENCE = ("sips", math.inf)
+#: (it weights the whole viewed ranking), noisy; the cross-validation's validator too
+REFERENCE = VALIDATOR
 ESTIMATED_MSE = "smallest estimated MSE, vs SIPS"
 #: the selector that scores every variant on a second policy with an on-policy log of its own (the
 #: rival, as if deployed): the variant whose estimate of the rival's value, from the logger's log,
@@ -192,6 +193,9 @@ ESTIMATED_MSE = "smallest estimated MSE, vs SIPS"
 #: pseudo-evaluation heuristic that Udagawa et al. (AAAI'23) compare their PAS-IF with (after Saito
 #: et al., 2021): it fits the choice to the rival's distribution shift, not the target's
 ON_POLICY = "smallest error on the rival's own log"
+#: off-policy cross-validation (Cief et al., AAAI'25; `compute.cross_validate`): the smallest mean
+#: squared difference to unclipped SIPS on held-out sessions plus one standard error over the splits
+CROSS_VALIDATION = "cross-validation, vs SIPS"
 
 
 def estimated_mse(values: np.ndarray, standard_errors: np.ndarray, reference: int) -> np.ndarray:
@@ -206,24 +210,29 @@ def estimated_mse(values: np.ndarray, standard_errors: np.ndarray, reference: in
     return standard_errors ** 2 + bias_squared
 
 
-def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
-    """Estimator selection from each log alone, judged by regret against the best variant in
-    hindsight: per setting and selector, the relative MSE of the estimates it chooses, the best
-    variant's, the regret (their difference, with the SE of the paired squared errors) and how often
-    it chooses that best variant, and the relative MSE of DCG at its best m (the yardstick of SLOPE
-    over DCG's clipping values). Candidates: the variants defined on every log of the setting,
-    except on a log where a variant's estimated SE is 0 (every weighted term equal, e.g. no logged
-    ranking the target shows: no information on its error). Selectors: SLOPE (`slope_choice`) in
-    the order of the estimators' assumptions (`slope_order`) and in the order of the estimated SE;
-    SLOPE over DCG's clipping values alone (m descending: bias grows and variance shrinks as m falls,
-    SLOPE's own setting); the smallest estimated SE; the smallest estimated MSE (`estimated_mse`,
-    against unclipped SIPS); the smallest error on a policy whose value a log of its own shows
-    (`ON_POLICY`); and the variant ``fixed`` (a `variant` name) for every setting (the
-    report passes the one that wins most settings: a choice made in hindsight over the whole
-    arena)."""
+SELECTORS = ("SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", ESTIMATED_MSE, ON_POLICY,
+             CROSS_VALIDATION)
+
+
+def selected(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
+    """Estimator selection from each log alone: per setting, log (replication) and selector, the
+    variant it chooses and that variant's relative squared error, beside the best variant in
+    hindsight (the smallest relative MSE of the setting) and its error on the same log, and the
+    relative MSE of DCG at its best m (the yardstick of SLOPE over DCG's clipping values).
+    Candidates: the variants defined on every log of the setting, except on a log where a variant's
+    estimated SE is 0 (every weighted term equal, e.g. no logged ranking the target shows: no
+    information on its error). Selectors (`SELECTORS`): SLOPE (`slope_choice`) in the order of the
+    estimators' assumptions (`slope_order`) and in the order of the estimated SE; SLOPE over DCG's
+    clipping values alone (m descending: bias grows and variance shrinks as m falls, SLOPE's own
+    setting); the smallest estimated SE; the smallest estimated MSE (`estimated_mse`, against
+    unclipped SIPS); the smallest error on a policy whose value a log of its own shows
+    (`ON_POLICY`); off-policy cross-validation (`CROSS_VALIDATION`: the smallest error plus its
+    standard error, the one-standard-error rule); and the variant ``fixed`` (a `variant` name) for
+    every setting (the report passes the one that wins most settings: a choice made in hindsight
+    over the whole arena)."""
     sq = _squared_errors(records)
     se = records[records.estimator != "truth"][[*SETTING, "replication", "estimator", "m", "value_se",
-                                                "rival_value", "rival_log"]]
+                                                "rival_value", "rival_log", "cv_error", "cv_error_se"]]
     sq = sq.merge(se, on=[*SETTING, "replication", "estimator", "m"])
     rows = []
     for setting, g in sq.groupby(SETTING, sort=False):
@@ -233,9 +242,7 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
         best = by_variant.idxmin()
         dcg_variants = by_variant[by_variant.index.get_level_values("estimator") == "dcg"]
         best_dcg = float(dcg_variants.min()) if len(dcg_variants) else np.nan
-        chosen: dict[str, list] = {"SLOPE, by assumption": [], "SLOPE, by SE": [], "SLOPE over m, DCG": [],
-                                   "smallest SE": [], ESTIMATED_MSE: [], ON_POLICY: [], f"fixed: {fixed}": []}
-        for _, log in g.groupby("replication"):
+        for replication, log in g.groupby("replication"):
             best_error = float(log[(log.estimator == best[0]) & (log.m == best[1])].relative_squared_error.iloc[0])
             log = log[log.value_se > 0].reset_index(drop=True)
             variants = list(zip(log.estimator, log.m))
@@ -243,6 +250,7 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
             values = log.value.to_numpy()
             dcg = np.flatnonzero(log.estimator.to_numpy() == "dcg")
             rival_error = (log.rival_value - log.rival_log).pow(2).to_numpy()        # NaN where undefined
+            validated = (log.cv_error + log.cv_error_se).to_numpy()                   # one-standard-error rule
             picks = {"SLOPE, by assumption": slope_choice(values, ses, slope_order(log.estimator, log.m, ses)),
                      "SLOPE, by SE": slope_choice(values, ses),
                      "SLOPE over m, DCG": (slope_choice(values, ses, dcg[np.argsort(-log.m.to_numpy()[dcg])])
@@ -251,20 +259,58 @@ def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
                      ESTIMATED_MSE: (int(np.argmin(estimated_mse(values, ses, variants.index(REFERENCE))))
                                      if REFERENCE in variants else None),
                      ON_POLICY: (int(np.nanargmin(rival_error)) if np.isfinite(rival_error).any() else None),
+                     CROSS_VALIDATION: int(np.nanargmin(validated)) if np.isfinite(validated).any() else None,
                      f"fixed: {fixed}": next((i for i, v in enumerate(variants) if variant(*v) == fixed), None)}
-            for name, i in picks.items():
-                if i is not None:
-                    chosen[name].append((float(log.relative_squared_error[i]), best_error, variants[i] == best))
-        for name, picks in chosen.items():
-            if not picks:
-                continue
-            errors_, best_errors, hits = map(np.array, zip(*picks))
-            rows.append({**dict(zip(SETTING, setting)), "selector": name, "relative MSE": errors_.mean(),
-                         "best variant": variant(*best), "best relative MSE": best_errors.mean(),
-                         "regret": errors_.mean() - best_errors.mean(),
-                         "regret SE": reporting.standard_error(errors_ - best_errors),
-                         "chose the best": hits.mean(), "best DCG relative MSE": best_dcg, "logs": len(picks)})
+            rows += [{**dict(zip(SETTING, setting)), "replication": replication, "selector": name,
+                      "chosen": variant(*variants[i]), "relative_squared_error": float(log.relative_squared_error[i]),
+                      "best variant": variant(*best), "best_error": best_error, "best DCG relative MSE": best_dcg}
+                     for name, i in picks.items() if i is not None]
     return pd.DataFrame(rows)
+
+
+def selection(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
+    """`selection_table` of `selected`."""
+    return selection_table(selected(records, fixed))
+
+
+def selection_table(picks: pd.DataFrame) -> pd.DataFrame:
+    """Estimator selection judged by regret against the best variant in hindsight, from the picks of
+    `selected`: per setting and selector, the relative MSE of the estimates it chooses, the best
+    variant's, the regret (their difference, with the SE of the paired squared errors) and how often
+    it chooses that best variant."""
+    rows = []
+    for (*setting, name), g in picks.groupby([*SETTING, "selector"], sort=False):
+        errors_, best_errors = g.relative_squared_error.to_numpy(), g.best_error.to_numpy()
+        rows.append({**dict(zip(SETTING, setting)), "selector": name, "relative MSE": errors_.mean(),
+                     "best variant": g["best variant"].iloc[0], "best relative MSE": best_errors.mean(),
+                     "regret": errors_.mean() - best_errors.mean(),
+                     "regret SE": reporting.standard_error(errors_ - best_errors),
+                     "chose the best": (g.chosen == g["best variant"]).mean(),
+                     "best DCG relative MSE": g["best DCG relative MSE"].iloc[0], "logs": len(g)})
+    return pd.DataFrame(rows)
+
+
+def _selector_claim(picks: pd.DataFrame) -> list[Claim]:
+    """Cross-validation against SLOPE (in the order of the assumptions, as Cief et al. run it),
+    paired on the same logs at the largest log size: its chosen estimates' relative squared errors
+    smaller beyond the verdict rule in most settings and larger in none."""
+    picks = picks[picks.sessions == picks.sessions.max()]
+    found = []
+    for _, g in picks.groupby(SETTING, sort=False):
+        paired = g.pivot_table(index="replication", columns="selector", values="relative_squared_error")
+        if {CROSS_VALIDATION, "SLOPE, by assumption"} <= set(paired.columns):
+            gap = paired["SLOPE, by assumption"] - paired[CROSS_VALIDATION]
+            found.append("lower" if reporting.paired_verdict(gap).verdict == "holds" else
+                         "higher" if reporting.paired_verdict(-gap).verdict == "holds" else "tie")
+    if not found:
+        return []
+    lower, higher = found.count("lower"), found.count("higher")
+    verdict = ("reproduced" if lower > len(found) / 2 and not higher else
+               "not reproduced" if higher >= max(lower, 1) else "tie")
+    return [Claim("Cief et al. AAAI'25", "off-policy cross-validation chooses an estimator with a smaller error "
+                  "than SLOPE", "", f"smaller relative squared error of the chosen estimate beyond 2 SE in {lower} of "
+                  f"{len(found)} settings, larger in {higher}, tied in {len(found) - lower - higher}", verdict,
+                  where="table_selection (largest log size)")]
 
 
 def _finished(fig, axes, title: str):
@@ -519,17 +565,17 @@ def _difference_lines(config: ArenaConfig, diffs: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _selection_lines(selected: pd.DataFrame) -> list[str]:
+def _selection_lines(selections: pd.DataFrame) -> list[str]:
     """Estimator selection in words: per behaviour and log size, each selector's relative MSE as a
     multiple of the best variant's (median over catalogues and loggers), and in how many settings
     its regret lies beyond 2 SE; for SLOPE over DCG's m, also the multiple of DCG's best m."""
-    if not len(selected):
+    if not len(selections):
         return []
     lines = ["", "Choosing the estimator and m from the log alone, judged by regret against the best variant in "
              "hindsight (table_selection): the selector's relative MSE as a multiple of the best variant's, median "
              "over catalogues and loggers, and the settings where its regret lies beyond 2 SE:", ""]
-    ratio = selected.assign(ratio=selected["relative MSE"] / selected["best relative MSE"],
-                            worse=selected.regret > reporting.Z * selected["regret SE"])
+    ratio = selections.assign(ratio=selections["relative MSE"] / selections["best relative MSE"],
+                            worse=selections.regret > reporting.Z * selections["regret SE"])
     best_from_log = []
     for (behaviour, sessions), g in ratio.groupby(["behaviour", "sessions"], sort=False):
         parts = g.groupby("selector", sort=False).agg(ratio=("ratio", "median"), worse=("worse", "sum"),
@@ -548,6 +594,23 @@ def _selection_lines(selected: pd.DataFrame) -> list[str]:
                   f"fixed variant), over the {len(best_from_log)} pairs of behaviour and log size: " + "; ".join(
                       f"{name} in {n}" for name, n in counts) + "."]
     return lines
+
+
+def _cross_validation_lines(picks: pd.DataFrame, records: pd.DataFrame) -> list[str]:
+    """Why cross-validation chooses as it does: its most frequent choices, and where its validator,
+    unclipped SIPS, lies against the truth at the largest log size (median ratio per catalogue)."""
+    chosen = picks[picks.selector == CROSS_VALIDATION].chosen.value_counts()
+    if not len(chosen):
+        return []
+    sq = _squared_errors(records)
+    sips = sq[(sq.estimator == REFERENCE[0]) & (sq.m == REFERENCE[1]) & (sq.sessions == sq.sessions.max())]
+    ratios = (sips.value / sips.value_truth).groupby(sips.catalogue).median()
+    top = "; ".join(f"{name} on {n:,} logs" for name, n in chosen.head(3).items())
+    return ["", f"Cross-validation chooses most often {top} (of {int(chosen.sum()):,} choices). Its validator, "
+            f"unclipped SIPS, is unbiased but heavy-tailed: at N = {int(sips.sessions.max()):,} its median estimate "
+            "is " + ", ".join(f"{r:.2f}" for r in ratios) + " of the truth for " + ", ".join(
+                f"{int(a):,}" for a in ratios.index) + " items, so on most logs the held-out sessions favour the "
+            "variants that estimate low, as the plug-in rule does."]
 
 
 def _target_kind(config: ArenaConfig) -> str:
@@ -583,7 +646,8 @@ def _truth_lines(check: pd.DataFrame) -> list[str]:
 
 
 def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, diffs: pd.DataFrame,
-                 selected: pd.DataFrame, mips: pd.DataFrame, check: pd.DataFrame) -> str:
+                 selections: pd.DataFrame, mips: pd.DataFrame, check: pd.DataFrame, picks: pd.DataFrame,
+                 records: pd.DataFrame) -> str:
     loggers = ([f"a Plackett–Luce logger (temperatures {', '.join(f'{t:g}' for t in config.temperatures)})"]
                if config.temperatures else []) + (
         [f"an ε-greedy logger around its sorted order (ε {', '.join(f'{e:g}' for e in config.epsilons)})"]
@@ -633,7 +697,8 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
     lines += _mips_dial_lines(mips)
     lines += _truth_lines(check)
     lines += _difference_lines(config, diffs)
-    lines += _selection_lines(selected)
+    lines += _selection_lines(selections)
+    lines += _cross_validation_lines(picks, records)
     lines += ["", "Caveats: the worlds are random low-rank click models chosen to make the behaviours "
               "comparable, not calibrated to a real platform; "
               + ("the target is deterministic (its truth is exact) " if config.target_temperature == 0 else
@@ -660,7 +725,12 @@ def summary_text(config: ArenaConfig, table: pd.DataFrame, won: pd.DataFrame, di
               "most logs (above), so the rule reads the reference's own error as every other variant's bias and "
               "tends to choose the reference family (SIPS, β-SIPS) itself; the selector on the rival's own log "
               "needs a second policy that was deployed (its on-policy log here has the same size as the "
-              "logger's), and it tunes the choice to the rival's distribution shift, not the target's; PAS-IF "
+              "logger's), and it tunes the choice to the rival's distribution shift, not the target's; "
+              "cross-validation (Cief et al., AAAI'25) trains each variant on a share of the log that balances its "
+              "variance against the validator's, so where unclipped SIPS is noisy a low-variance variant is trained "
+              "on a few sessions and the rule compares errors at that size, not at N; its validator is the "
+              "heavy-tailed SIPS of the plug-in rule, on sessions apart from the training ones (so its error does "
+              "not favour the SIPS family); PAS-IF "
               "(Udagawa et al., AAAI'23) is not built: it subsamples the log into pseudo-logger and "
               "pseudo-target logs, whose item and prefix marginals (what DCG, RIPS, MIPS and AIPS weigh by) have "
               "no closed form for a ranking logger, and a feed log does not show the unviewed ranks that the "
@@ -786,7 +856,8 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     table = errors(records)
     won = winners(records)
     diffs = differences(records, config.confidence)
-    selected = selection(records, won.winner.value_counts().index[0])
+    picks = selected(records, won.winner.value_counts().index[0])
+    chosen = selection_table(picks)
     mips = mips_table(records, table)
     pivot = won.pivot_table(index=["behaviour", *MIPS_WORLD, *LOGGER, "catalogue"], columns="sessions",
                             values="winner", aggfunc="first", sort=False).reset_index()
@@ -795,7 +866,7 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     figures[f"fig_power_m{_m_text(max(config.m)).replace('∞', 'inf')}"] = _power_figure(base_diffs, max(config.m))
     tables = {"table_errors": table.drop(columns=["estimator", "m"]), "table_winners": won,
               "table_winner_map": pivot, "table_differences": diffs.drop(columns=["estimator", "m"]),
-              "table_difference_winners": winners(records, "difference"), "table_selection": selected}
+              "table_difference_winners": winners(records, "difference"), "table_selection": chosen}
     several = not mips.empty and mips[MIPS_WORLD].drop_duplicates().shape[0] > 1
     if several:
         tables["table_mips"] = mips
@@ -804,5 +875,6 @@ def report(config: ArenaConfig, records: pd.DataFrame) -> Report:
     if (check["truth SE"] > 0).any():
         tables["table_truth"] = check
     return Report(tables=tables, figures=figures,
-                  summary=summary_text(config, table, won, diffs, selected, mips, check),
-                  claims=_claims(base_table, base_world(config, records)) + (_mips_claims(mips) if several else []))
+                  summary=summary_text(config, table, won, diffs, chosen, mips, check, picks, records),
+                  claims=(_claims(base_table, base_world(config, records)) + _selector_claim(base_world(config, picks))
+                          + (_mips_claims(mips) if several else [])))

@@ -153,15 +153,17 @@ def test_slope_walks_down_the_standard_errors_while_the_intervals_meet():
 
 
 def test_selection_regret_follows_from_the_records(run):
-    """SLOPE's, the smallest SE's, the smallest plug-in MSE's and the rival's own log's picks
-    recomputed log by log from the records (the plug-in: SE² + max((V̂ − V̂_SIPS)² − SE_SIPS², 0),
-    SIPS unclipped; the rival's log: the smallest (rival estimate − the rival log's mean)²), their
-    relative MSE and the best variant's."""
+    """SLOPE's, the smallest SE's, the smallest plug-in MSE's, the rival's own log's and
+    cross-validation's picks recomputed log by log from the records (the plug-in: SE² + max((V̂ −
+    V̂_SIPS)² − SE_SIPS², 0), SIPS unclipped; the rival's log: the smallest (rival estimate − the
+    rival log's mean)²; cross-validation: the smallest error plus its SE), their relative MSE and
+    the best variant's."""
     report = importlib.import_module("simrec_studies.arena.report")
-    estimated, on_policy = report.ESTIMATED_MSE, report.ON_POLICY
+    estimated, on_policy, validated = report.ESTIMATED_MSE, report.ON_POLICY, report.CROSS_VALIDATION
     records = pd.read_csv(run / "records.csv")
     selected = arena.selection(records, arena.winners(records).winner.value_counts().index[0])
-    names = ["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", estimated, on_policy]
+    names = ["SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", estimated, on_policy,
+             validated]
     assert set(selected.selector) >= set(names)
     truth = records[records.estimator == "truth"]
     picked = selected[selected.selector.isin(names)]
@@ -184,6 +186,8 @@ def test_selection_regret_follows_from_the_records(run):
             elif row.selector == on_policy:
                 assert log.rival_log.nunique() == 1                       # one rival log per replication and N
                 i = int(np.nanargmin((log.rival_value - log.rival_log) ** 2))
+            elif row.selector == validated:                               # the one-standard-error rule
+                i = int(np.nanargmin(log.cv_error + log.cv_error_se))
             else:
                 i = int(np.argmin(se)) if order is None else arena.slope_choice(log.value.to_numpy(), se, order)
             errors.append(((log.value[i] - true) / true) ** 2)
@@ -208,6 +212,48 @@ def test_the_best_selector_from_the_log_is_counted_from_the_selection_table(run)
     assert f"over the {len(best)} pairs of behaviour and log size: {expected}." in text
 
 
+def test_cross_validation_against_slope_is_counted_from_the_per_log_picks(run):
+    """The claim on cross-validation against SLOPE (by assumption) recounted from the picks of each
+    log at the largest N: per setting, the paired differences of the chosen relative squared errors,
+    beyond 2 SE either way or a tie; and each pick's error is that of the variant it names."""
+    report = importlib.import_module("simrec_studies.arena.report")
+    records = pd.read_csv(run / "records.csv")
+    picks = report.selected(records, "DCG (clipped IPS), m = 10")
+    sq = report._squared_errors(records).assign(name=lambda t: [report.variant(e, m) for e, m in zip(t.estimator, t.m)])
+    merged = picks.merge(sq[[*report.SETTING, "replication", "name", "relative_squared_error"]],
+                         left_on=[*report.SETTING, "replication", "chosen"],
+                         right_on=[*report.SETTING, "replication", "name"], suffixes=("", "_of_variant"))
+    assert len(merged) == len(picks)
+    np.testing.assert_allclose(merged.relative_squared_error, merged.relative_squared_error_of_variant, rtol=1e-12)
+    last = picks[picks.sessions == max(TINY.sessions)]
+    counts = {"lower": 0, "higher": 0, "tie": 0}
+    for _, g in last.groupby(report.SETTING):
+        paired = g.pivot_table(index="replication", columns="selector", values="relative_squared_error")
+        gap = (paired["SLOPE, by assumption"] - paired[report.CROSS_VALIDATION]).to_numpy()
+        z = gap.mean() / (gap.std(ddof=1) / np.sqrt(len(gap))) if gap.std() > 0 else 0.0
+        counts["lower" if z > 2 else "higher" if z < -2 else "tie"] += 1
+    claims = pd.read_csv(run / "table_claims.csv")
+    row = claims[claims.source == "Cief et al. AAAI'25"].iloc[0]
+    assert row.ours.startswith(f"smaller relative squared error of the chosen estimate beyond 2 SE in "
+                               f"{counts['lower']} of {sum(counts.values())} settings, larger in {counts['higher']}")
+
+
+def test_cross_validations_choices_and_its_validators_median_are_read_from_the_records(run):
+    """The README's line on cross-validation: its most frequent choice counted from the per-log
+    picks, and unclipped SIPS's median ratio to the truth at the largest N recomputed."""
+    report = importlib.import_module("simrec_studies.arena.report")
+    records = pd.read_csv(run / "records.csv")
+    won = arena.winners(records).winner.value_counts().index[0]
+    chosen = report.selected(records, won).query("selector == @report.CROSS_VALIDATION").chosen.value_counts()
+    truth = records[records.estimator == "truth"].set_index(["behaviour", "catalogue", "logger", "exploration"]).value
+    sips = records[(records.estimator == "sips") & np.isinf(records.m) & (records.sessions == max(TINY.sessions))]
+    ratio = sips.value.to_numpy() / truth.loc[list(zip(sips.behaviour, sips.catalogue, sips.logger,
+                                                       sips.exploration))].to_numpy()
+    text = (run / "README.md").read_text()
+    assert f"Cross-validation chooses most often {chosen.index[0]} on {chosen.iloc[0]:,} logs" in text
+    assert f"its median estimate is {np.median(ratio):.2f} of the truth for 6 items" in text
+
+
 def test_the_rivals_own_logs_average_to_its_truth(run):
     """``rival_log``, the mean reward of the rival's own log of N sessions, is an on-policy mean: over
     the replications it lies within 4 SE of the rival's exact value in every cell (the seed is
@@ -222,6 +268,97 @@ def test_the_rivals_own_logs_average_to_its_truth(run):
     summary = per_log["first"].groupby(level=keys).agg(["mean", "std", "size"])
     z = (summary["mean"] - truth.rival_value.reindex(summary.index)) / (summary["std"] / np.sqrt(summary["size"]))
     assert (z.abs() <= 4).all(), z
+
+
+def test_training_sizes_balance_the_two_sides_variances():
+    """n_train = n · SE_v² / (SE_v² + SE_val²), rounded, within [2, n − 2]; one half where both are
+    0; 0 for an undefined variant."""
+    sizes = CELLS.training_sizes(np.array([1.0, 3.0, 0.0, 1e-3, 1e3, np.nan]), 1.0, 100)
+    np.testing.assert_array_equal(sizes, [50, 90, 2, 2, 98, 0])
+    np.testing.assert_array_equal(CELLS.training_sizes(np.zeros(2), 0.0, 10), [5, 5])
+
+
+def test_cross_validation_error_is_the_mse_at_the_training_size_plus_the_validators_variance():
+    """Monte Carlo: a variant's expected cross-validation error is its MSE on n_train sessions plus
+    the validator's variance on the other n − n_train, E[(V̂_train − V̂_val)²] = b² + σ²/n_train +
+    σ_val²/(n − n_train): an unbiased and a biased variant of one mean over 4,000 logs (fixed seed),
+    within 4 SE; each error's SE is the splits' spread over √S."""
+    rng = np.random.default_rng(0)
+    n, splits, logs, bias = 60, 5, 4_000, 0.3
+    sizes = np.array([20, 40])
+    mean_error = []
+    for _ in range(logs):
+        terms, validator = rng.normal(1.0, 1.0, n), rng.normal(1.0, 2.0, n)
+        ranks = np.stack([rng.permutation(n) for _ in range(splits)])
+        training = ranks[None] < sizes[:, None, None]
+        values = np.stack([(training[0] * terms).sum(-1) / sizes[0],
+                           (training[1] * terms).sum(-1) / sizes[1] + bias])
+        errors = CELLS.cross_validation_errors(values, validator, training)
+        want = ((values - (~training * validator).sum(-1) / (n - sizes)[:, None]) ** 2)
+        np.testing.assert_allclose(errors, [want.mean(-1), want.std(-1, ddof=1) / np.sqrt(splits)], rtol=1e-12)
+        mean_error.append(errors[0])
+    mean_error = np.array(mean_error)
+    expected = np.array([0.0, bias ** 2]) + 1.0 / sizes + 4.0 / (n - sizes)
+    z = (mean_error.mean(0) - expected) / (mean_error.std(0, ddof=1) / np.sqrt(logs))
+    assert (np.abs(z) <= 4).all(), z
+    undefined = CELLS.cross_validation_errors(np.array([[np.nan, 1.0, np.nan]]), np.ones(4),
+                                              np.array([[[1, 1, 0, 0]] * 3], bool))
+    assert np.isnan(undefined).all()                     # one defined split: no standard error
+
+
+def test_cross_validation_scores_each_variant_on_its_own_splits_by_brute_force(run):
+    """`cross_validate` on one arena log against a brute force: the same permutations, each
+    variant's estimate recomputed split by split (`summarise` of the restricted contributions; the
+    pooled AIPS choosing its behaviour on the training sessions themselves, computed on them by the
+    registry) and unclipped SIPS on the held-out ones; and the records carry what it returns."""
+    config = dataclasses.replace(TINY, behaviours=("mixed",))
+    shared = CELLS.setup(jax.random.key(0), config)
+    w = shared.worlds[6, config.group_sizes[0], 1.0]
+    scene = CELLS.scenario(config, "mixed", w)
+    logger = feed.Policy(feed.all_items(6), CELLS.logging_ranker("plackett_luce", 1.0, w.logger_scores),
+                         config.feed_length)
+    target = feed.Policy(feed.all_items(6), CELLS.target_ranker(config, w.target_scores), config.feed_length)
+    log = feed.simulate(jax.random.key(1), scene, logger, 400)
+    on = ope.from_log(log, {"R0": logger, "T": target}, feed.position_model(scene.view), slates=True,
+                      context_behaviours=CELLS.context_behaviours(config, "mixed"), item_groups=w.item_groups)
+    data, targets = on.data["click"], {"T": on.targets["click"]["T"]}
+    m = np.asarray(config.m)
+    rows = np.arange(100, 400)                                   # a log inside a longer one, as a replication
+    parts = ope.restrict({k: c for k, c in ope.contributions(data, targets, m).items()
+                          if not ope.ESTIMATORS[k[0]].pooled}, rows)
+    parts.update(ope.contributions(*ope.subset(data, targets, rows), m, estimators=["aips_chosen"]))
+    summary = ope.summarise(parts, m)
+    found = {name: CELLS.Estimates(summary[name, "T"]["value"], summary[name, "T"]["value_se"],
+                                   *[np.zeros(len(m))] * 4) for name, _ in parts}
+    key = jax.random.key(7)
+    got = CELLS.cross_validate(key, 4, data, targets, parts, found, rows, m)
+    ranks = np.asarray(jax.vmap(lambda k: jax.random.permutation(k, len(rows)))(jax.random.split(key, 4)))
+    sips_se = found["sips"].value_se[-1]
+    for name in ("dcg", "sndcg", "dcg_beta", "snsips", "aips_chosen"):
+        sizes = CELLS.training_sizes(found[name].value_se, sips_se, len(rows))
+        for i in range(len(m)):
+            squared = []
+            for r in ranks:
+                train, held = np.flatnonzero(r < sizes[i]), np.flatnonzero(r >= sizes[i])
+                if name == "aips_chosen":
+                    value = ope.summarise(ope.contributions(*ope.subset(data, targets, rows[train]), m,
+                                                            estimators=[name]), m)[name, "T"]["value"][i]
+                else:
+                    ratio = parts[name, "T"].denominator
+                    if ratio is not None and not (ratio[i][..., train].mean(-1) > 0).all():
+                        continue                                  # undefined on this split
+                    value = ope.summarise(ope.restrict({(name, "T"): parts[name, "T"]}, train), m)[name, "T"][
+                        "value"][i]
+                reference = parts["sips", "T"].numerator[-1][held].mean()
+                squared.append((value - reference) ** 2)
+            squared = np.array(squared)
+            want = ([squared.mean(), squared.std(ddof=1) / np.sqrt(len(squared))] if len(squared) >= 2
+                    else [np.nan, np.nan])
+            np.testing.assert_allclose(got[name][:, i], want, rtol=1e-8, err_msg=f"{name}, m = {m[i]}")
+    records = pd.read_csv(run / "records.csv")
+    scored = records[records.estimator != "truth"]
+    assert scored.cv_error.notna().any() and (scored.cv_error_se[scored.cv_error.notna()] >= 0).all()
+    assert records[records.estimator == "truth"][["cv_error", "cv_error_se"]].isna().all().all()
 
 
 def test_outputs_and_manifest(run):
@@ -242,7 +379,8 @@ def test_outputs_and_manifest(run):
     ({"m": (0.5,)}, "m"), ({"replications": 1}, "replications"), ({"sessions": (5, 5)}, "sessions"),
     ({"confidence": 1.0}, "confidence"), ({"rival_noise": -1.0}, "rival_noise"),
     ({"satiated_share": 1.5}, "satiated_share"), ({"group_sizes": ()}, "group_sizes"),
-    ({"group_sizes": (0,)}, "group_sizes"), ({"direct_effects": (1.5,)}, "direct_effects")])
+    ({"group_sizes": (0,)}, "group_sizes"), ({"direct_effects": (1.5,)}, "direct_effects"),
+    ({"cv_splits": 1}, "cv_splits"), ({"sessions": (3, 1_000)}, "sessions")])
 def test_bad_configs_are_one_line_errors(change, message):
     with pytest.raises(ConfigError, match=message):
         dataclasses.replace(TINY, **change)
