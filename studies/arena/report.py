@@ -210,10 +210,6 @@ def estimated_mse(values: np.ndarray, standard_errors: np.ndarray, reference: in
     return standard_errors ** 2 + bias_squared
 
 
-SELECTORS = ("SLOPE, by assumption", "SLOPE, by SE", "SLOPE over m, DCG", "smallest SE", ESTIMATED_MSE, ON_POLICY,
-             CROSS_VALIDATION)
-
-
 def selected(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
     """Estimator selection from each log alone: per setting, log (replication) and selector, the
     variant it chooses and that variant's relative squared error, beside the best variant in
@@ -221,7 +217,7 @@ def selected(records: pd.DataFrame, fixed: str) -> pd.DataFrame:
     relative MSE of DCG at its best m (the yardstick of SLOPE over DCG's clipping values).
     Candidates: the variants defined on every log of the setting, except on a log where a variant's
     estimated SE is 0 (every weighted term equal, e.g. no logged ranking the target shows: no
-    information on its error). Selectors (`SELECTORS`): SLOPE (`slope_choice`) in the order of the
+    information on its error). Selectors: SLOPE (`slope_choice`) in the order of the
     estimators' assumptions (`slope_order`) and in the order of the estimated SE; SLOPE over DCG's
     clipping values alone (m descending: bias grows and variance shrinks as m falls, SLOPE's own
     setting); the smallest estimated SE; the smallest estimated MSE (`estimated_mse`, against
@@ -299,14 +295,11 @@ def _selector_claim(picks: pd.DataFrame) -> list[Claim]:
     for _, g in picks.groupby(SETTING, sort=False):
         paired = g.pivot_table(index="replication", columns="selector", values="relative_squared_error")
         if {CROSS_VALIDATION, "SLOPE, by assumption"} <= set(paired.columns):
-            gap = paired["SLOPE, by assumption"] - paired[CROSS_VALIDATION]
-            found.append("lower" if reporting.paired_verdict(gap).verdict == "holds" else
-                         "higher" if reporting.paired_verdict(-gap).verdict == "holds" else "tie")
+            found.append(_side(paired["SLOPE, by assumption"] - paired[CROSS_VALIDATION]))
     if not found:
         return []
     lower, higher = found.count("lower"), found.count("higher")
-    verdict = ("reproduced" if lower > len(found) / 2 and not higher else
-               "not reproduced" if higher >= max(lower, 1) else "tie")
+    verdict = _count_verdict(lower, higher, len(found))
     return [Claim("Cief et al. AAAI'25", "off-policy cross-validation chooses an estimator with a smaller error "
                   "than SLOPE", "", f"smaller relative squared error of the chosen estimate beyond 2 SE in {lower} of "
                   f"{len(found)} settings, larger in {higher}, tied in {len(found) - lower - higher}", verdict,
@@ -394,6 +387,21 @@ def _paired_counts(records: pd.DataFrame, estimator: str, other: str, behaviours
     return int((found == "lower").sum()), int((found == "higher").sum()), len(found)
 
 
+def _side(gap: pd.Series) -> str:
+    """"lower" where the paired gaps (the other's squared error minus this one's, one per log) lie
+    above 0 beyond the verdict rule, "higher" where below it, else "tie"."""
+    return ("lower" if reporting.paired_verdict(gap).verdict == "holds" else
+            "higher" if reporting.paired_verdict(-gap).verdict == "holds" else "tie")
+
+
+def _count_verdict(lower: int, higher: int, total: int) -> str:
+    """A claim that one side is lower: reproduced where it is lower in most settings and higher in
+    none, not reproduced where it is higher at least as often as lower, else a tie."""
+    if lower > total / 2 and not higher:
+        return "reproduced"
+    return "not reproduced" if higher >= max(lower, 1) else "tie"
+
+
 def paired_comparison(sq: pd.DataFrame, estimator: str, other: str, spread: bool = False) -> pd.Series:
     """Per setting of `_squared_errors` rows (one m), ``estimator`` against ``other`` on the same
     logs: "lower" where its relative squared errors (with ``spread``: squared deviations of its
@@ -406,9 +414,7 @@ def paired_comparison(sq: pd.DataFrame, estimator: str, other: str, spread: bool
         if {estimator, other} <= set(paired.columns):
             if spread:
                 paired = (paired - paired.mean()) ** 2
-            out[setting] = ("lower" if reporting.paired_verdict(paired[other] - paired[estimator]).verdict == "holds"
-                            else "higher" if reporting.paired_verdict(paired[estimator] - paired[other]).verdict
-                            == "holds" else "tie")
+            out[setting] = _side(paired[other] - paired[estimator])
     index = pd.MultiIndex.from_tuples(list(out), names=SETTING) if out else \
         pd.MultiIndex.from_arrays([[]] * len(SETTING), names=SETTING)
     return pd.Series(list(out.values()), index=index, dtype=object)
@@ -533,10 +539,7 @@ def _paired_claim(records: pd.DataFrame, estimator: str, other: str, behaviours,
     lower, higher, total = _paired_counts(records, estimator, other, behaviours, quantity, spread)
     if not total:
         return []
-    if lower > total / 2 and not higher:
-        verdict = "reproduced"
-    else:
-        verdict = "not reproduced" if higher >= max(lower, 1) else "tie"
+    verdict = _count_verdict(lower, higher, total)
     table = "table_errors" if quantity == "value" else "table_differences"
     measured = ("squared deviation from its mean over the logs" if spread else
                 f"squared error of the {'value' if quantity == 'value' else 'target − rival difference'}")
@@ -575,7 +578,7 @@ def _selection_lines(selections: pd.DataFrame) -> list[str]:
              "hindsight (table_selection): the selector's relative MSE as a multiple of the best variant's, median "
              "over catalogues and loggers, and the settings where its regret lies beyond 2 SE:", ""]
     ratio = selections.assign(ratio=selections["relative MSE"] / selections["best relative MSE"],
-                            worse=selections.regret > reporting.Z * selections["regret SE"])
+                              worse=selections.regret > reporting.Z * selections["regret SE"])
     best_from_log = []
     for (behaviour, sessions), g in ratio.groupby(["behaviour", "sessions"], sort=False):
         parts = g.groupby("selector", sort=False).agg(ratio=("ratio", "median"), worse=("worse", "sum"),
@@ -823,9 +826,7 @@ def _mips_claims(mips: pd.DataFrame) -> list[Claim]:
             Claim("Saito & Joachims ICML'22 §4–5", "where MIPS's assumption holds, marginalising the weights over "
                   "the embedding lowers the error of IPS (here DCG)", "",
                   f"smaller squared error beyond 2 SE in {lower} of {n} settings, larger in {higher}, tied in "
-                  f"{n - lower - higher}",
-                  "reproduced" if lower > n / 2 and not higher else
-                  "not reproduced" if higher >= max(lower, 1) else "tie", where=where)]
+                  f"{n - lower - higher}", _count_verdict(lower, higher, n), where=where)]
 
 
 def _mips_lines(config: ArenaConfig, unclipped: pd.DataFrame) -> list[str]:
